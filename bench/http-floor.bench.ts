@@ -1,0 +1,105 @@
+/**
+ * HTTP floor: GET /healthz through the full service stack (router, request
+ * ids, metrics, CORS check, JSON reply) against a bare uWS hello-world
+ * answering the same body, both in their own processes, driven by the same
+ * raw-socket load generator in this process.
+ *
+ * Figures: requests/s pipelined (throughput) and p50/p99 closed-loop
+ * (latency), plus requests per server CPU-second — on a 2-core machine the
+ * generator competes with the server for CPU, so that per-CPU figure is the
+ * fairest comparison. The ratio full/bare is the figure that travels between
+ * machines.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { ChildProcess } from 'node:child_process'
+import { runLoad, type LoadResult } from './support/load.js'
+import { cpuSeconds, emit, freePort, median, startProcess, stopProcess, waitForHttp } from './support/process.js'
+
+const runs = Number(process.env['BENCH_RUNS'] ?? 3)
+const durationMs = Number(process.env['BENCH_SECONDS'] ?? 5) * 1000
+const warmupMs = 1500
+const request = Buffer.from('GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n')
+
+interface Measured {
+  throughput: LoadResult
+  latency: LoadResult
+  rpsPerServerCpu: number
+}
+
+async function measure(child: ChildProcess, port: number): Promise<Measured> {
+  const pid = child.pid!
+  const cpu0 = cpuSeconds(pid)
+  const throughput = await runLoad({ port, request, connections: 32, depth: 16, warmupMs, durationMs })
+  const cpu1 = cpuSeconds(pid)
+  const latency = await runLoad({ port, request, connections: 32, depth: 1, warmupMs, durationMs })
+  // Server CPU during the pipelined window only (warm-up excluded is not possible from /proc; it is included in both servers alike).
+  const serverCpu = cpu1 - cpu0
+  return { throughput, latency, rpsPerServerCpu: throughput.requests / Math.max(serverCpu * (durationMs / (durationMs + warmupMs)), 1e-9) }
+}
+
+async function withServer(kind: 'full' | 'bare', fn: (child: ChildProcess, port: number) => Promise<Measured>): Promise<Measured> {
+  const port = await freePort()
+  let child: ChildProcess
+  let dataDir: string | undefined
+  if (kind === 'full') {
+    dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
+    const cli = fileURLToPath(new URL('../src/cli.js', import.meta.url))
+    child = startProcess([cli, 'serve'], {
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      MQTT_PORT: '0',
+      DATABASE_URL: undefined,
+      REDIS_URL: undefined,
+      MQTT_URL: undefined,
+    })
+  } else {
+    child = startProcess([fileURLToPath(new URL('./support/uws-hello.js', import.meta.url)), String(port)], {})
+  }
+  try {
+    await waitForHttp(port, '/healthz')
+    return await fn(child, port)
+  } finally {
+    await stopProcess(child)
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+const full: Measured[] = []
+const bare: Measured[] = []
+for (let i = 0; i < runs; i++) {
+  bare.push(await withServer('bare', measure))
+  full.push(await withServer('full', measure))
+}
+
+const pick = (list: Measured[], f: (m: Measured) => number): number => median(list.map(f))
+const round = (n: number, d = 0): number => Math.round(n * 10 ** d) / 10 ** d
+for (const [name, list] of [
+  ['service', full],
+  ['bare-uws', bare],
+] as const) {
+  emit({
+    bench: 'http-floor',
+    server: name,
+    runs,
+    rps_pipelined: round(pick(list, (m) => m.throughput.requestsPerSecond)),
+    rps_per_server_cpu_s: round(pick(list, (m) => m.rpsPerServerCpu)),
+    rps_closed_loop: round(pick(list, (m) => m.latency.requestsPerSecond)),
+    p50_ms: round(pick(list, (m) => m.latency.p50Ms), 3),
+    p99_ms: round(pick(list, (m) => m.latency.p99Ms), 3),
+    generator_cpu_share: round(pick(list, (m) => m.throughput.generatorCpuSeconds / m.throughput.seconds), 2),
+    non2xx: list.reduce((n, m) => n + m.throughput.non2xx + m.latency.non2xx, 0),
+    errors: list.reduce((n, m) => n + m.throughput.errors + m.latency.errors, 0),
+  })
+}
+emit({
+  bench: 'http-floor',
+  figure: 'service/bare-uws',
+  rps_pipelined_ratio: round(pick(full, (m) => m.throughput.requestsPerSecond) / pick(bare, (m) => m.throughput.requestsPerSecond), 3),
+  rps_per_cpu_ratio: round(pick(full, (m) => m.rpsPerServerCpu) / pick(bare, (m) => m.rpsPerServerCpu), 3),
+  p99_ratio: round(pick(full, (m) => m.latency.p99Ms) / pick(bare, (m) => m.latency.p99Ms), 3),
+})

@@ -1,0 +1,114 @@
+/**
+ * The error-code registry (SPEC part 7, DESIGN section 8).
+ *
+ * Every coded error the service can answer with is listed here, once, with its
+ * HTTP status and the sentence a client developer reads to learn what to fix.
+ * Handlers throw `ServiceError` with one of these codes; one mapper in
+ * src/http turns it into a body. Codes are never reused for a different cause.
+ */
+
+export interface ErrorCodeInfo {
+  readonly status: number
+  /** What causes it and what the caller should do; shown in the OpenAPI document. */
+  readonly description: string
+  /** Whether retrying the same request later can succeed (sets Retry-After). */
+  readonly retryable?: boolean
+}
+
+export const errorCodes = {
+  // Request framing: the server could not read what was sent.
+  invalid_json: {
+    status: 400,
+    description: 'The request body is not valid JSON. Send a UTF-8 JSON document.',
+  },
+  validation_failed: {
+    status: 400,
+    description:
+      'A body, query or path field is missing, unknown, of the wrong type or out of range. The message names the field and the rule.',
+  },
+  body_required: {
+    status: 400,
+    description: 'This route needs a JSON body and the request had none.',
+  },
+  unsupported_media_type: {
+    status: 415,
+    description: 'The Content-Type is not JSON. Send application/json.',
+  },
+  payload_too_large: {
+    status: 413,
+    description: 'The body is larger than the configured limit (BODY_LIMIT_BYTES). Split the request.',
+  },
+  route_not_found: {
+    status: 404,
+    description: 'No route has this path. See /openapi.json for the routes.',
+  },
+  method_not_allowed: {
+    status: 405,
+    description: 'The path exists but not with this method; the Allow header lists the methods it takes.',
+  },
+
+  // The service's own condition.
+  not_ready: {
+    status: 503,
+    description: 'The service is starting or its store is unreachable. Retry after the Retry-After delay.',
+    retryable: true,
+  },
+  store_unavailable: {
+    status: 503,
+    description: 'The database did not answer. Nothing was stored; retry after the Retry-After delay.',
+    retryable: true,
+  },
+  shutting_down: {
+    status: 503,
+    description: 'This node is shutting down. Retry; another node or the restarted one will answer.',
+    retryable: true,
+  },
+  internal_error: {
+    status: 500,
+    description: 'An unexpected fault in the service. It is logged with the request id; report that id.',
+  },
+} as const satisfies Record<string, ErrorCodeInfo>
+
+export type ErrorCode = keyof typeof errorCodes
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(errorCodes, value)
+}
+
+/** SPEC part 2, "Error body": error and message always; code and requestId where a route adds them. */
+export interface ErrorBody {
+  error: string
+  message: string
+  code?: string
+  requestId?: string
+}
+
+/**
+ * A coded error: bad input or a refused operation, never a programmer mistake
+ * (those stay plain Errors and become internal_error).
+ */
+export class ServiceError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  /** Extra fields merged into the error body (e.g. `{job, reason}` of maintenance). */
+  readonly extra: Readonly<Record<string, unknown>> | undefined
+  /** Response headers the error needs (Allow, Retry-After). */
+  readonly headers: Readonly<Record<string, string>> | undefined
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { extra?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ServiceError'
+    this.code = code
+    this.status = errorCodes[code].status
+    this.extra = options.extra
+    this.headers = options.headers
+  }
+}
+
+export function errorBody(code: string, message: string, requestId?: string): ErrorBody {
+  return requestId === undefined ? { error: code, message } : { error: code, message, requestId }
+}

@@ -1,0 +1,49 @@
+/**
+ * Schemas shared by every route group. TypeBox builds plain JSON Schema
+ * objects, so one definition is the validator (ajv), the TypeScript type
+ * (Static<>) and the OpenAPI description.
+ */
+import { Type, type Static } from '@sinclair/typebox'
+
+/** SPEC part 2, "Error body". */
+export const ErrorBodySchema = Type.Object(
+  {
+    error: Type.String({ description: 'Machine-readable error code (see the error table in the API description).' }),
+    message: Type.String({ description: 'Human-readable explanation of what to fix.' }),
+    code: Type.Optional(Type.String({ description: 'Extra code on printer-event routes.' })),
+    requestId: Type.Optional(Type.String({ description: 'Id of the request, also in the x-request-id header.' })),
+  },
+  { additionalProperties: true, title: 'ErrorBody' },
+)
+export type ErrorBodyShape = Static<typeof ErrorBodySchema>
+
+export const HealthSchema = Type.Object(
+  {
+    status: Type.Literal('ok'),
+    uptimeSeconds: Type.Number(),
+    version: Type.String(),
+  },
+  { additionalProperties: false, title: 'Health' },
+)
+export type Health = Static<typeof HealthSchema>
+
+export const ReadinessSchema = Type.Object(
+  {
+    ready: Type.Boolean(),
+    checks: Type.Object(
+      {
+        store: Type.Object({
+          ok: Type.Boolean(),
+          kind: Type.Union([Type.Literal('postgres'), Type.Literal('pglite')]),
+          latencyMs: Type.Optional(Type.Number()),
+          error: Type.Optional(Type.String()),
+        }),
+        migrations: Type.Object({ ok: Type.Boolean(), version: Type.Integer() }),
+        accepting: Type.Object({ ok: Type.Boolean() }),
+      },
+      { additionalProperties: true },
+    ),
+  },
+  { title: 'Readiness' },
+)
+export type Readiness = Static<typeof ReadinessSchema>

@@ -1,0 +1,101 @@
+/**
+ * The one place schemas become validators. Compiled once when a route is
+ * registered, never per request (STYLE practice 3).
+ *
+ * Two ajv instances, for a reason: JSON bodies are typed by the client, so
+ * they are checked as sent (no coercion: "1" is not 1). Query strings and path
+ * parameters are text by nature, so that instance coerces "25" to 25 and
+ * "true" to true, and a single value to a one-item array.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { TSchema, Static } from '@sinclair/typebox'
+
+// ajv-formats is CommonJS with a default export; under NodeNext it arrives as .default.
+const addFormats = addFormatsModule.default
+
+function makeAjv(coerce: boolean): Ajv {
+  const ajv = new Ajv({
+    strict: true,
+    allErrors: false,
+    coerceTypes: coerce ? 'array' : false,
+    useDefaults: true,
+    removeAdditional: false,
+    // TypeBox keeps its metadata under symbol keys; these string keywords are
+    // informational only and must not fail strict mode.
+    keywords: ['x-error-codes'],
+  })
+  addFormats(ajv)
+  return ajv
+}
+
+const bodyAjv = makeAjv(false)
+const textAjv = makeAjv(true)
+
+export interface Validator<T> {
+  /** Returns the typed value, or a one-line reason naming the offending field. */
+  (value: unknown): { ok: true; value: T } | { ok: false; reason: string }
+}
+
+function wrap<T>(fn: ValidateFunction, where: string): Validator<T> {
+  return (value: unknown) => {
+    if (fn(value)) return { ok: true, value: value as T }
+    return { ok: false, reason: describeErrors(fn.errors ?? [], where) }
+  }
+}
+
+export function compileBodyValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
+  return wrap(bodyAjv.compile(schema), 'body')
+}
+
+export function compileTextValidator<S extends TSchema>(schema: S, where: 'query' | 'path'): Validator<Static<S>> {
+  return wrap(textAjv.compile(schema), where)
+}
+
+/**
+ * One line for the whole failure. A union of literals (TypeBox's enums) fails
+ * as one `const` error per branch then an `anyOf`; the client needs every
+ * allowed value, not the first branch's.
+ */
+export function describeErrors(errors: readonly ErrorObject[], where: string): string {
+  const union = errors.find((e) => e.keyword === 'anyOf')
+  if (union !== undefined) {
+    const branches = errors.filter((e) => e.instancePath === union.instancePath && e !== union)
+    if (branches.length > 0 && branches.every((e) => e.keyword === 'const')) {
+      const allowed = branches.map((e) => String((e.params as { allowedValue: unknown }).allowedValue))
+      return `${where + pointerToPath(union.instancePath)} must be one of: ${allowed.join(', ')}`
+    }
+  }
+  return describeError(errors[0], where)
+}
+
+/** "body.events[3].eventId must NOT have more than 200 characters" */
+export function describeError(error: ErrorObject | undefined, where: string): string {
+  if (error === undefined) return `${where} is invalid`
+  const field = where + pointerToPath(error.instancePath)
+  const params = error.params as Record<string, unknown>
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return `${field} has an unknown field '${String(params['additionalProperty'])}'`
+    case 'required':
+      return `${field} is missing the required field '${String(params['missingProperty'])}'`
+    case 'enum':
+      return `${field} must be one of: ${(params['allowedValues'] as unknown[]).map(String).join(', ')}`
+    case 'const':
+      return `${field} must be ${JSON.stringify(params['allowedValue'])}`
+    default:
+      return `${field} ${error.message ?? 'is invalid'}`
+  }
+}
+
+function pointerToPath(pointer: string): string {
+  if (pointer === '') return ''
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((raw) => {
+      const part = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+      return /^\d+$/.test(part) ? `[${part}]` : /^[A-Za-z_$][\w$]*$/.test(part) ? `.${part}` : `[${JSON.stringify(part)}]`
+    })
+    .join('')
+}

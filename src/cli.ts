@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+/**
+ * The `printfarm` command. Exit codes: 0 done, 1 failed at run time,
+ * 2 bad configuration or usage (fix the environment or the arguments).
+ */
+import { ConfigError, loadConfig } from './config.js'
+import { createLogger } from './log.js'
+import { startService } from './service.js'
+import { openDatabase } from './storage/database.js'
+import { migrate } from './storage/migrate.js'
+import { migrations } from './storage/migrations/index.js'
+import { serviceVersion } from './version.js'
+
+const usage = `printfarm ${serviceVersion}: backend for 3D print farms
+
+usage: printfarm [command]
+
+commands:
+  serve      run the service (default); configured by environment variables, see README
+  migrate    apply pending database migrations and exit
+  version    print the version
+  help       print this text
+`
+
+async function main(argv: readonly string[]): Promise<number> {
+  const command = argv[0] ?? 'serve'
+  if (command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(usage)
+    return 0
+  }
+  if (command === 'version' || command === '--version') {
+    process.stdout.write(`${serviceVersion}\n`)
+    return 0
+  }
+  if (command !== 'serve' && command !== 'migrate') {
+    process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)
+    return 2
+  }
+
+  let config
+  try {
+    config = loadConfig()
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`printfarm: ${error.message}\n`)
+      return 2
+    }
+    throw error
+  }
+  const logger = createLogger(config.logLevel)
+  process.on('uncaughtException', (error) => {
+    logger.error('uncaught exception; exiting', { error })
+    process.exit(1)
+  })
+  process.on('unhandledRejection', (error) => {
+    logger.error('unhandled rejection; exiting', { error })
+    process.exit(1)
+  })
+
+  if (command === 'migrate') {
+    const db = await openDatabase(config, logger)
+    try {
+      const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
+      logger.info('migrations done', { applied: result.applied, version: result.version })
+    } finally {
+      await db.close()
+    }
+    return 0
+  }
+
+  const service = await startService(config, { logger })
+  logger.info('printfarm listening', {
+    url: service.url,
+    publicBaseUrl: config.publicBaseUrl,
+    store: service.services.db.kind,
+    dataDir: service.services.db.kind === 'pglite' ? config.dataDir : undefined,
+    version: serviceVersion,
+  })
+  return new Promise<number>((resolve) => {
+    let signalled = false
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (signalled) {
+        logger.warn('second signal: exiting without draining', { signal })
+        process.exit(130)
+      }
+      signalled = true
+      logger.info('signal received; draining', { signal })
+      service.stop().then(
+        () => resolve(0),
+        (error: unknown) => {
+          logger.error('shutdown failed', { error })
+          resolve(1)
+        },
+      )
+    }
+    process.on('SIGTERM', onSignal)
+    process.on('SIGINT', onSignal)
+  })
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`printfarm: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.exit(1)
+  },
+)

@@ -1,0 +1,178 @@
+/**
+ * Configuration from the environment, validated once at start (STYLE practice
+ * 12). The variable names are a public contract (issue 2): keep them. Every
+ * problem is reported at once, naming the variable and what it accepts, so a
+ * bad deployment fails at boot rather than on the first request.
+ */
+import { isAbsolute, resolve } from 'node:path'
+import { logLevels, type LogLevel } from './log.js'
+
+export interface Config {
+  /** HTTP + WebSocket port; 0 picks a free one (tests). */
+  port: number
+  host: string
+  /** Embedded PGlite data and local files live here. */
+  dataDir: string
+  /** Real PostgreSQL; unset → embedded PGlite in dataDir. */
+  databaseUrl: string | undefined
+  /** PostgreSQL schema the service owns (lets several deployments or test runs share a database). */
+  databaseSchema: string
+  databasePoolMax: number
+  redisUrl: string | undefined
+  /** External MQTT broker; unset → embedded broker on mqttPort. */
+  mqttUrl: string | undefined
+  mqttPort: number
+  publicBaseUrl: string
+  logLevel: LogLevel
+  /** '*' allows any origin; an empty list sends no CORS headers (same-origin only). */
+  corsOrigins: '*' | readonly string[]
+  adminEmail: string | undefined
+  adminPassword: string | undefined
+  bodyLimitBytes: number
+  shutdownTimeoutMs: number
+}
+
+export class ConfigError extends Error {
+  readonly problems: readonly string[]
+  constructor(problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`)
+    this.name = 'ConfigError'
+    this.problems = problems
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+/** Documented in the README's configuration table; the test of that table reads this list. */
+export const configVariables = [
+  'PORT',
+  'HOST',
+  'DATA_DIR',
+  'DATABASE_URL',
+  'DATABASE_SCHEMA',
+  'DATABASE_POOL_MAX',
+  'REDIS_URL',
+  'MQTT_URL',
+  'MQTT_PORT',
+  'PUBLIC_BASE_URL',
+  'LOG_LEVEL',
+  'CORS_ORIGINS',
+  'PRINTFARM_ADMIN_EMAIL',
+  'PRINTFARM_ADMIN_PASSWORD',
+  'BODY_LIMIT_BYTES',
+  'SHUTDOWN_TIMEOUT_MS',
+] as const
+
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const problems: string[] = []
+  const read = (name: (typeof configVariables)[number]): string | undefined => {
+    const value = env[name]?.trim()
+    return value === undefined || value === '' ? undefined : value
+  }
+  const integer = (name: (typeof configVariables)[number], fallback: number, min: number, max: number): number => {
+    const raw = read(name)
+    if (raw === undefined) return fallback
+    const value = Number(raw)
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`)
+      return fallback
+    }
+    return value
+  }
+  const url = (name: (typeof configVariables)[number], protocols: readonly string[]): string | undefined => {
+    const raw = read(name)
+    if (raw === undefined) return undefined
+    let parsed: URL
+    try {
+      parsed = new URL(raw)
+    } catch {
+      problems.push(`${name} must be a URL (${protocols.join(' or ')}), got '${redact(raw)}'`)
+      return undefined
+    }
+    if (!protocols.includes(parsed.protocol)) {
+      problems.push(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`)
+      return undefined
+    }
+    return raw
+  }
+
+  const port = integer('PORT', 8080, 0, 65535)
+  const host = read('HOST') ?? '0.0.0.0'
+  const dataDirRaw = read('DATA_DIR') ?? './data'
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
+
+  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:'])
+  const databaseSchema = read('DATABASE_SCHEMA') ?? 'public'
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema)) {
+    problems.push(`DATABASE_SCHEMA must be a lower-case SQL identifier (letters, digits, _), got '${databaseSchema}'`)
+  }
+  const databasePoolMax = integer('DATABASE_POOL_MAX', 10, 1, 1000)
+  const redisUrl = url('REDIS_URL', ['redis:', 'rediss:'])
+  const mqttUrl = url('MQTT_URL', ['mqtt:', 'mqtts:', 'ws:', 'wss:', 'tcp:'])
+  const mqttPort = integer('MQTT_PORT', 1883, 0, 65535)
+
+  const logLevelRaw = read('LOG_LEVEL') ?? 'info'
+  let logLevel: LogLevel = 'info'
+  if ((logLevels as readonly string[]).includes(logLevelRaw)) logLevel = logLevelRaw as LogLevel
+  else problems.push(`LOG_LEVEL must be one of ${logLevels.join(', ')}, got '${logLevelRaw}'`)
+
+  const corsRaw = read('CORS_ORIGINS')
+  let corsOrigins: '*' | string[] = []
+  if (corsRaw === '*') corsOrigins = '*'
+  else if (corsRaw !== undefined) {
+    corsOrigins = corsRaw.split(',').map((o) => o.trim()).filter(Boolean)
+    for (const origin of corsOrigins) {
+      // An origin is scheme://host[:port], exactly as a browser sends it: no path, no trailing slash.
+      let ok = false
+      try {
+        const u = new URL(origin)
+        ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === origin
+      } catch {
+        ok = false
+      }
+      if (!ok) problems.push(`CORS_ORIGINS entries must be origins like https://farm.example.com (no path), got '${origin}'`)
+    }
+  }
+
+  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host
+  const publicBaseUrl = url('PUBLIC_BASE_URL', ['http:', 'https:'])?.replace(/\/+$/, '') ?? `http://${publicHost}:${port}`
+
+  const adminEmail = read('PRINTFARM_ADMIN_EMAIL')
+  if (adminEmail !== undefined && !/^[^\s@]+@[^\s@]+$/.test(adminEmail)) {
+    problems.push(`PRINTFARM_ADMIN_EMAIL must be an email address, got '${adminEmail}'`)
+  }
+  const adminPassword = read('PRINTFARM_ADMIN_PASSWORD')
+  if (adminPassword !== undefined && adminPassword.length < 12) {
+    problems.push('PRINTFARM_ADMIN_PASSWORD must be at least 12 characters')
+  }
+
+  const bodyLimitBytes = integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024)
+  const shutdownTimeoutMs = integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
+
+  if (problems.length) throw new ConfigError(problems)
+  return {
+    port,
+    host,
+    dataDir,
+    databaseUrl,
+    databaseSchema,
+    databasePoolMax,
+    redisUrl,
+    mqttUrl,
+    mqttPort,
+    publicBaseUrl,
+    logLevel,
+    corsOrigins,
+    adminEmail,
+    adminPassword,
+    bodyLimitBytes,
+    shutdownTimeoutMs,
+  }
+}
+
+/** Never echo a password from a connection string back into a log or error. */
+export function redact(value: string): string {
+  // Greedy up to the last '@': a password may itself contain '@'. Over-redacting
+  // an '@' in a path or query is the safe way to be wrong.
+  return value.replace(/\/\/([^:/@]*):(.*)@/, '//$1:***@')
+}

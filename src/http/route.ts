@@ -1,0 +1,75 @@
+/**
+ * A route is data: method, path, schemas, documentation and a plain async
+ * handler of (typed request, services) → reply. The uWS adapter, the
+ * validators and the OpenAPI document are all derived from it.
+ */
+import type { Static, TSchema } from '@sinclair/typebox'
+import type { ErrorCode } from '../../protocol/errors.js'
+import type { HttpMethod } from './router.js'
+
+export interface RouteSchemas {
+  body?: TSchema
+  query?: TSchema
+  params?: TSchema
+}
+
+type StaticOr<T, Fallback> = T extends TSchema ? Static<T> : Fallback
+
+export interface RouteRequest<S extends RouteSchemas = RouteSchemas> {
+  readonly method: HttpMethod
+  readonly path: string
+  readonly body: StaticOr<S['body'], undefined>
+  readonly query: StaticOr<S['query'], Record<string, string | string[]>>
+  readonly params: StaticOr<S['params'], Record<string, string>>
+  /** Lower-cased header names. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly requestId: string
+  readonly remoteAddress: string
+}
+
+export interface Reply {
+  status?: number
+  /** Serialised as JSON unless `raw` is given. */
+  body?: unknown
+  /** A pre-serialised payload sent as is, with `contentType`. */
+  raw?: string | Uint8Array
+  contentType?: string
+  headers?: Record<string, string>
+}
+
+export interface ResponseDoc {
+  description: string
+  schema?: TSchema
+  contentType?: string
+}
+
+/**
+ * Who may call a route. `public` needs no credential; later groups add
+ * credentialed kinds with the scope each one needs (SPEC part 5).
+ */
+export type RouteAuth = { kind: 'public'; reason: string }
+
+export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
+  readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>
+  readonly path: string
+  readonly operationId: string
+  readonly summary: string
+  readonly description?: string
+  readonly tags: readonly string[]
+  readonly auth: RouteAuth
+  readonly schemas: S
+  /** An empty body is read as `{}` (routes whose body is "empty object"). */
+  readonly emptyBodyAllowed?: boolean
+  readonly responses: Readonly<Record<number, ResponseDoc>>
+  /** Coded errors the handler itself may throw; framing errors are added for every route. */
+  readonly errors?: readonly ErrorCode[]
+  handler(request: RouteRequest<S>, services: Svc): Promise<Reply> | Reply
+}
+
+export function defineRoute<S extends RouteSchemas, Svc>(route: Route<S, Svc>): Route<S, Svc> {
+  return route
+}
+
+export function isBodyMethod(method: HttpMethod): boolean {
+  return method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE'
+}

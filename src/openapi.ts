@@ -1,0 +1,121 @@
+/**
+ * The OpenAPI 3.1 document, generated from the route table and its schemas,
+ * so a route cannot exist without being described (SPEC part 1: GET
+ * /openapi.json, version 1.0.0).
+ */
+import type { TSchema } from '@sinclair/typebox'
+import { errorCodes, type ErrorCode } from '../protocol/errors.js'
+import { ErrorBodySchema } from '../protocol/schemas/common.js'
+import type { Route, RouteSchemas } from './http/route.js'
+import { apiVersion } from './version.js'
+
+type Json = Record<string, unknown>
+
+/** TypeBox keeps metadata under symbol keys; the document gets the plain JSON Schema. */
+function plain(schema: TSchema): Json {
+  return JSON.parse(JSON.stringify(schema)) as Json
+}
+
+/** Errors the adapter itself may answer with, whatever the handler does. */
+function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
+  const codes: ErrorCode[] = []
+  const takesBody = route.method !== 'GET'
+  if (route.schemas.body || route.schemas.query || route.schemas.params) codes.push('validation_failed')
+  if (takesBody) codes.push('payload_too_large')
+  if (route.schemas.body) {
+    codes.push('invalid_json', 'unsupported_media_type')
+    if (!route.emptyBodyAllowed) codes.push('body_required')
+  }
+  codes.push('internal_error')
+  return codes
+}
+
+function parameters(schema: TSchema | undefined, where: 'path' | 'query'): Json[] {
+  if (!schema) return []
+  const json = plain(schema)
+  const properties = (json['properties'] ?? {}) as Record<string, Json>
+  const required = new Set((json['required'] ?? []) as string[])
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...rest } = property
+    return {
+      name,
+      in: where,
+      required: where === 'path' ? true : required.has(name),
+      ...(typeof description === 'string' ? { description } : {}),
+      schema: rest,
+    }
+  })
+}
+
+function errorTable(): string {
+  const rows = Object.entries(errorCodes).map(([code, info]) => `| ${code} | ${info.status} | ${info.description} |`)
+  return ['| error | HTTP | meaning |', '|---|---|---|', ...rows].join('\n')
+}
+
+export interface OpenApiOptions {
+  publicBaseUrl: string
+}
+
+export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknown>[], options: OpenApiOptions): Json {
+  const paths: Record<string, Record<string, Json>> = {}
+  for (const route of routes) {
+    const responses: Record<string, Json> = {}
+    for (const [status, doc] of Object.entries(route.responses)) {
+      responses[status] = {
+        description: doc.description,
+        ...(doc.schema ? { content: { [doc.contentType ?? 'application/json']: { schema: plain(doc.schema) } } } : {}),
+      }
+    }
+    const byStatus = new Map<number, ErrorCode[]>()
+    for (const code of [...(route.errors ?? []), ...framingErrors(route)]) {
+      const status = errorCodes[code].status
+      const list = byStatus.get(status) ?? []
+      if (!list.includes(code)) list.push(code)
+      byStatus.set(status, list)
+    }
+    for (const [status, codes] of byStatus) {
+      if (responses[String(status)]) continue
+      responses[String(status)] = {
+        description: codes.map((c) => `\`${c}\`: ${errorCodes[c].description}`).join(' '),
+        'x-error-codes': codes,
+        content: { 'application/json': { schema: plain(ErrorBodySchema) } },
+      }
+    }
+    const operation: Json = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: [...route.tags],
+      security: route.auth.kind === 'public' ? [] : [{ bearerAuth: [] }, { apiKey: [] }],
+      'x-auth': route.auth,
+      parameters: [...parameters(route.schemas.params, 'path'), ...parameters(route.schemas.query, 'query')],
+      ...(route.schemas.body
+        ? { requestBody: { required: !route.emptyBodyAllowed, content: { 'application/json': { schema: plain(route.schemas.body) } } } }
+        : {}),
+      responses,
+    }
+    ;(paths[route.path] ??= {})[route.method.toLowerCase()] = operation
+  }
+
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'printfarm',
+      version: apiVersion,
+      summary: 'Backend for 3D print farms.',
+      description:
+        'REST API of a 3D print farm service: printers and their events, jobs, models and files, materials, displays.\n\n' +
+        'Every error body is `{error, message}` (plus `requestId`); `error` is one of these codes:\n\n' +
+        errorTable(),
+    },
+    servers: [{ url: options.publicBaseUrl }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'User session or OAuth access token.' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'API key (bridges, scripts).' },
+      },
+      schemas: { ErrorBody: plain(ErrorBodySchema) },
+    },
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Probes and descriptions that every deployment needs: liveness, readiness,
+ * Prometheus metrics and the OpenAPI document. All public: they reveal no
+ * farm data (readiness says only whether the store answers).
+ */
+import { Type } from '@sinclair/typebox'
+import { HealthSchema, ReadinessSchema, type Readiness } from '../../protocol/schemas/common.js'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
+import type { Services } from '../services.js'
+import { serviceVersion } from '../version.js'
+
+const probe = { kind: 'public', reason: 'probe for load balancers and orchestrators; reveals no farm data' } as const
+
+/** A store that does not answer within this is "not ready" rather than a hung probe. */
+const readinessPingTimeoutMs = 2_000
+
+export const healthRoute = defineRoute({
+  method: 'GET',
+  path: '/healthz',
+  operationId: 'getHealth',
+  summary: 'Liveness: the process is up and its event loop answers.',
+  tags: ['system'],
+  auth: probe,
+  schemas: {},
+  responses: { 200: { description: 'The process is alive.', schema: HealthSchema } },
+  handler: (_req, svc: Services) => ({
+    body: { status: 'ok', uptimeSeconds: Math.round((Date.now() - svc.startedAt) / 1000), version: serviceVersion },
+  }),
+})
+
+export const readinessRoute = defineRoute({
+  method: 'GET',
+  path: '/readyz',
+  operationId: 'getReadiness',
+  summary: 'Readiness: the store answers, migrations are applied and the node accepts work.',
+  description: 'Answers 503 with the same body when any check fails, so an orchestrator can route around this node.',
+  tags: ['system'],
+  auth: probe,
+  schemas: {},
+  responses: {
+    200: { description: 'Ready for traffic.', schema: ReadinessSchema },
+    503: { description: 'Not ready; `checks` says which part failed.', schema: ReadinessSchema },
+  },
+  handler: async (_req, svc: Services) => {
+    const store: Readiness['checks']['store'] = { ok: false, kind: svc.db.kind }
+    try {
+      store.latencyMs = Math.round((await svc.db.ping(readinessPingTimeoutMs)) * 100) / 100
+      store.ok = true
+    } catch (error) {
+      store.error = (error as Error).message
+    }
+    const migrations = { ok: svc.state.migrationsVersion > 0, version: svc.state.migrationsVersion }
+    const accepting = { ok: svc.state.accepting }
+    const ready = store.ok && migrations.ok && accepting.ok
+    const body: Readiness = { ready, checks: { store, migrations, accepting } }
+    const headers: Record<string, string> = ready ? {} : { 'retry-after': '1' }
+    return { status: ready ? 200 : 503, body, headers }
+  },
+})
+
+export const metricsRoute = defineRoute({
+  method: 'GET',
+  path: '/metrics',
+  operationId: 'getMetrics',
+  summary: 'Prometheus metrics in the text exposition format.',
+  tags: ['system'],
+  auth: { kind: 'public', reason: 'scraped by Prometheus on the farm network; counts and latencies only' },
+  schemas: {},
+  responses: { 200: { description: 'Metrics.', schema: Type.String(), contentType: 'text/plain; version=0.0.4' } },
+  handler: (_req, svc: Services) => ({ raw: svc.metrics.render(), contentType: 'text/plain; version=0.0.4; charset=utf-8' }),
+})
+
+export const openApiRoute = defineRoute({
+  method: 'GET',
+  path: '/openapi.json',
+  operationId: 'getOpenApi',
+  summary: 'This interface description (OpenAPI 3.1, version 1.0.0).',
+  tags: ['discovery'],
+  auth: { kind: 'public', reason: 'SPEC part 1: machine-readable discovery' },
+  schemas: {},
+  responses: { 200: { description: 'The OpenAPI document.', schema: Type.Object({}, { additionalProperties: true }) } },
+  handler: (_req, svc: Services) => ({ raw: svc.openApiJson(), contentType: 'application/json; charset=utf-8' }),
+})
+
+export const systemRoutes: readonly Route<RouteSchemas, Services>[] = [healthRoute, readinessRoute, metricsRoute, openApiRoute]

@@ -1,0 +1,101 @@
+/**
+ * One node of the service: configuration in, a running HTTP server out, and a
+ * stop() that drains it. The CLI, the tests and the benchmarks all start the
+ * service through here, so they run the same stack.
+ */
+import type { Config } from './config.js'
+import { createLogger, type Logger } from './log.js'
+import { MetricsRegistry, registerProcessMetrics } from './metrics.js'
+import { buildOpenApiDocument } from './openapi.js'
+import { startHttpServer, type HttpServer } from './http/server.js'
+import type { Route, RouteSchemas } from './http/route.js'
+import { assertNativeUws } from './http/uws.js'
+import { systemRoutes } from './routes/system.js'
+import type { NodeState, Services } from './services.js'
+import { openDatabase, type Database } from './storage/database.js'
+import { migrate } from './storage/migrate.js'
+import { migrations } from './storage/migrations/index.js'
+
+export interface RunningService {
+  readonly port: number
+  /** http://127.0.0.1:port when bound to all interfaces, else the bound host. */
+  readonly url: string
+  readonly services: Services
+  readonly http: HttpServer
+  /** Graceful: stop accepting, finish in-flight requests, close the store. Idempotent. */
+  stop(): Promise<void>
+}
+
+export interface StartOptions {
+  logger?: Logger
+  /** Extra routes (tests mount probes of the adapter here). */
+  extraRoutes?: readonly Route<RouteSchemas, Services>[]
+}
+
+/** Every route of the service, in one table: served, documented, scoped. */
+export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
+  return [...systemRoutes]
+}
+
+export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
+  const logger = options.logger ?? createLogger(config.logLevel)
+  // Fail before touching the store when the server could not run anyway.
+  assertNativeUws()
+  const metrics = new MetricsRegistry()
+  const stopProcessMetrics = registerProcessMetrics(metrics)
+  const db: Database = await openDatabase(config, logger)
+  const state: NodeState = { migrationsVersion: 0, accepting: true }
+  try {
+    const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
+    state.migrationsVersion = result.version
+  } catch (error) {
+    await db.close().catch(() => undefined)
+    stopProcessMetrics()
+    throw error
+  }
+
+  const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
+  let openApi: string | undefined
+  const services: Services = {
+    config,
+    logger,
+    metrics,
+    db,
+    state,
+    startedAt: Date.now(),
+    openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(routes, { publicBaseUrl: config.publicBaseUrl }))),
+  }
+
+  let http: HttpServer
+  try {
+    http = await startHttpServer({
+      host: config.host,
+      port: config.port,
+      bodyLimitBytes: config.bodyLimitBytes,
+      corsOrigins: config.corsOrigins,
+      logger,
+      metrics,
+      routes,
+      services,
+    })
+  } catch (error) {
+    await db.close().catch(() => undefined)
+    stopProcessMetrics()
+    throw error
+  }
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
+  const url = `http://${host}:${http.port}`
+
+  let stopping: Promise<void> | undefined
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      state.accepting = false
+      logger.info('shutting down', { inFlight: http.inFlight })
+      await http.close(config.shutdownTimeoutMs)
+      await db.close()
+      stopProcessMetrics()
+      logger.info('stopped')
+    })())
+
+  return { port: http.port, url, services, http, stop }
+}

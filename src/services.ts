@@ -1,0 +1,26 @@
+/**
+ * What route handlers are given: the node's long-lived parts. Grows as issues
+ * add areas (accounts, actors, live feeds, MQTT).
+ */
+import type { Config } from './config.js'
+import type { Logger } from './log.js'
+import type { MetricsRegistry } from './metrics.js'
+import type { Database } from './storage/database.js'
+
+export interface NodeState {
+  /** Migration version the store is at; 0 until migrations ran. */
+  migrationsVersion: number
+  /** False once shutdown began. */
+  accepting: boolean
+}
+
+export interface Services {
+  readonly config: Config
+  readonly logger: Logger
+  readonly metrics: MetricsRegistry
+  readonly db: Database
+  readonly state: NodeState
+  readonly startedAt: number
+  /** The serialised OpenAPI document (built once). */
+  openApiJson(): string
+}

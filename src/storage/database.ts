@@ -1,0 +1,84 @@
+/**
+ * The durable store. One code path for both modes: postgres.js talks to a real
+ * PostgreSQL (DATABASE_URL) or to the embedded PGlite over its socket server.
+ */
+import postgres, { type Sql } from 'postgres'
+import type { Config } from '../config.js'
+import { redact } from '../config.js'
+import type { Logger } from '../log.js'
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
+
+export type StoreKind = 'postgres' | 'pglite'
+
+export interface Database {
+  readonly sql: Sql
+  readonly kind: StoreKind
+  readonly schema: string
+  /** Round trip to the store in ms; rejects when it does not answer within timeoutMs. */
+  ping(timeoutMs: number): Promise<number>
+  close(): Promise<void>
+}
+
+export class StoreUnreachable extends Error {
+  override name = 'StoreUnreachable'
+}
+
+export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
+  const common = {
+    onnotice: () => undefined,
+    connect_timeout: 10,
+    // search_path is a startup parameter, so every pooled connection gets it.
+    connection: { search_path: config.databaseSchema, application_name: 'printfarm' },
+    // int8 (counts, sequence ids) as JS numbers: ids stay far below 2^53.
+    types: { int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) } },
+  }
+  let embedded: EmbeddedPostgres | undefined
+  let sql: Sql
+  if (config.databaseUrl !== undefined) {
+    sql = postgres(config.databaseUrl, { ...common, max: config.databasePoolMax, idle_timeout: 60 })
+  } else {
+    embedded = await startEmbeddedPostgres(config.dataDir, logger)
+    // PGlite executes one query at a time; a larger pool only queues inside its socket server.
+    sql = postgres({ ...common, host: embedded.host, port: embedded.port, user: 'postgres', database: 'postgres', max: 1 })
+  }
+  const kind: StoreKind = embedded ? 'pglite' : 'postgres'
+  if (embedded) {
+    // PGlite's socket server ignores startup parameters, but every socket shares
+    // its one backend session, so a session-level SET holds for all of them.
+    await sql`select set_config('search_path', ${config.databaseSchema}, false)`
+  }
+  const ping = async (timeoutMs: number): Promise<number> => {
+    const started = performance.now()
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([
+        sql`select 1`,
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new StoreUnreachable(`no answer within ${timeoutMs} ms`)), timeoutMs)
+        }),
+      ])
+    } finally {
+      clearTimeout(timer)
+    }
+    return performance.now() - started
+  }
+  try {
+    await ping(15_000)
+  } catch (error) {
+    await sql.end({ timeout: 1 }).catch(() => undefined)
+    await embedded?.close().catch(() => undefined)
+    const where = config.databaseUrl !== undefined ? redact(config.databaseUrl) : 'embedded PGlite'
+    throw new StoreUnreachable(`cannot reach the database at ${where}: ${(error as Error).message} (check DATABASE_URL)`, { cause: error })
+  }
+  logger.info('store connected', { kind, schema: config.databaseSchema })
+  return {
+    sql,
+    kind,
+    schema: config.databaseSchema,
+    ping,
+    async close() {
+      await sql.end({ timeout: 5 })
+      await embedded?.close()
+    },
+  }
+}

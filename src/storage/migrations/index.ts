@@ -1,0 +1,14 @@
+/**
+ * Versioned schema migrations, applied in order under an advisory lock
+ * (src/storage/migrate.ts). A migration is never edited once it has landed:
+ * add a new one. SQL lives in TypeScript modules so the build carries it.
+ */
+import { serviceMeta } from './0001-service-meta.js'
+
+export interface Migration {
+  readonly version: number
+  readonly name: string
+  readonly up: string
+}
+
+export const migrations: readonly Migration[] = [serviceMeta]

@@ -1,0 +1,75 @@
+/**
+ * Starts the real service for a test: real uWS on an ephemeral port, and the
+ * store the environment names. With DATABASE_URL set (CI's main run) each test
+ * file gets its own PostgreSQL schema, dropped afterwards; without it, an
+ * embedded PGlite in a temporary DATA_DIR.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import postgres from 'postgres'
+import { loadConfig, type Config } from '../../src/config.js'
+import { createLogger, type Logger } from '../../src/log.js'
+import { startService, type RunningService, type StartOptions } from '../../src/service.js'
+
+export interface TestContext {
+  teardown(fn: () => unknown): void
+}
+
+export interface TestService extends RunningService {
+  readonly config: Config
+  /** Log lines the service wrote, parsed. */
+  readonly logs: Record<string, unknown>[]
+}
+
+export const usingRealPostgres = (): boolean => Boolean(process.env['DATABASE_URL'])
+
+export function tempDir(t: TestContext, prefix = 'printfarm-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** A fresh schema on the real PostgreSQL, dropped at teardown. */
+export function tempSchema(t: TestContext): string {
+  const schema = `t_${randomBytes(6).toString('hex')}`
+  t.teardown(async () => {
+    const sql = postgres(process.env['DATABASE_URL']!, { max: 1, onnotice: () => undefined })
+    await sql`drop schema if exists ${sql(schema)} cascade`
+    await sql.end()
+  })
+  return schema
+}
+
+export function testEnv(t: TestContext, env: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+  const base: Record<string, string | undefined> = {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    DATA_DIR: tempDir(t),
+    DATABASE_URL: process.env['DATABASE_URL'],
+    REDIS_URL: process.env['REDIS_URL'],
+    MQTT_URL: process.env['MQTT_URL'],
+    MQTT_PORT: '0',
+  }
+  if (base['DATABASE_URL']) base['DATABASE_SCHEMA'] = tempSchema(t)
+  return { ...base, ...env }
+}
+
+export function captureLogger(level: 'debug' | 'info' = 'info'): { logger: Logger; logs: Record<string, unknown>[] } {
+  const logs: Record<string, unknown>[] = []
+  return { logger: createLogger(level, (line) => logs.push(JSON.parse(line) as Record<string, unknown>)), logs }
+}
+
+export async function startTestService(
+  t: TestContext,
+  env: Record<string, string | undefined> = {},
+  options: StartOptions = {},
+): Promise<TestService> {
+  const config = loadConfig(testEnv(t, env))
+  const { logger, logs } = captureLogger()
+  const service = await startService(config, { logger, ...options })
+  t.teardown(() => service.stop())
+  return Object.assign(service, { config, logs })
+}

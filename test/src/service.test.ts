@@ -1,0 +1,126 @@
+import t from 'tap'
+import { spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Type } from '@sinclair/typebox'
+import { loadConfig } from '../../src/config.js'
+import { defineRoute } from '../../src/http/route.js'
+import { PortInUse } from '../../src/http/server.js'
+import { startService } from '../../src/service.js'
+import { DataDirInUse } from '../../src/storage/embedded-postgres.js'
+import { StoreUnreachable } from '../../src/storage/database.js'
+import { request } from '../helpers/http.js'
+import { captureLogger, startTestService, tempDir, testEnv } from '../helpers/service.js'
+
+t.test('shutdown - in-flight requests finish, new connections are refused, then stop resolves', async (t) => {
+  let release: (() => void) | undefined
+  let entered: (() => void) | undefined
+  const inside = new Promise<void>((resolve) => {
+    entered = resolve
+  })
+  const slow = defineRoute({
+    method: 'GET',
+    path: '/test/slow',
+    operationId: 'testSlow',
+    summary: 'waits',
+    tags: ['test'],
+    auth: { kind: 'public', reason: 'test' },
+    schemas: {},
+    responses: { 200: { description: 'done', schema: Type.Object({ done: Type.Boolean() }) } },
+    handler: async () => {
+      entered?.()
+      await new Promise<void>((resolve) => {
+        release = resolve
+      })
+      return { body: { done: true } }
+    },
+  })
+  const svc = await startTestService(t, {}, { extraRoutes: [slow] })
+  const pending = request(svc.url, '/test/slow')
+  await inside
+  let stopped = false
+  const stopping = svc.stop().then(() => {
+    stopped = true
+  })
+  await new Promise((r) => setImmediate(r))
+  t.equal(svc.services.state.accepting, false, 'the node says it no longer accepts work')
+  await t.rejects(request(svc.url, '/healthz'), { code: 'ECONNREFUSED' }, 'the listen socket is closed')
+  t.equal(stopped, false, 'stop waits for the in-flight request')
+  release?.()
+  const res = await pending
+  t.equal(res.status, 200, 'the in-flight request completed')
+  t.same(res.json, { done: true })
+  await stopping
+  t.equal(stopped, true)
+})
+
+t.test('start - a taken port is a clear error naming PORT, and leaves nothing running', async (t) => {
+  const first = await startTestService(t)
+  const { logger } = captureLogger()
+  const config = loadConfig(testEnv(t, { PORT: String(first.port) }))
+  await t.rejects(startService(config, { logger }), PortInUse)
+  await t.rejects(startService(config, { logger }), /in use .*set PORT/)
+  t.equal((await request(first.url, '/healthz')).status, 200, 'the first node is unaffected')
+})
+
+t.test('start - an unreachable DATABASE_URL fails at start with a message naming it, without the password', async (t) => {
+  const { logger } = captureLogger()
+  const config = loadConfig(testEnv(t, { DATABASE_URL: 'postgres://printfarm:hunter2hunter2@127.0.0.1:1/none' }))
+  const error = await startService(config, { logger }).then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  t.type(error, StoreUnreachable)
+  t.match((error as Error).message, /DATABASE_URL/)
+  t.notMatch((error as Error).message, /hunter2/)
+})
+
+t.test('embedded - data in DATA_DIR survives a restart', async (t) => {
+  const dataDir = tempDir(t)
+  const env = { DATABASE_URL: undefined, DATABASE_SCHEMA: 'farm', DATA_DIR: dataDir }
+  const { logger } = captureLogger()
+  const first = await startService(loadConfig(testEnv(t, env)), { logger })
+  // stop() is idempotent: the teardown only matters when an assertion below throws first.
+  t.teardown(() => first.stop())
+  t.equal(first.services.db.kind, 'pglite')
+  const [meta] = await first.services.db.sql<{ value: string }[]>`select value from service_meta where key = 'installation_id'`
+  const installationId = meta?.value
+  t.type(installationId, 'string')
+  await first.services.db.sql`insert into service_meta (key, value) values ('restart-probe', 'kept')`
+  await first.stop()
+
+  const second = await startService(loadConfig(testEnv(t, env)), { logger })
+  t.teardown(() => second.stop())
+  const rows = await second.services.db.sql<{ key: string; value: string }[]>`select key, value from service_meta order by key`
+  t.same(
+    rows.map((r) => [r.key, r.value]),
+    [
+      ['installation_id', installationId],
+      ['restart-probe', 'kept'],
+    ],
+  )
+  const ready = await request(second.url, '/readyz')
+  t.equal(ready.json.checks.migrations.version, first.services.state.migrationsVersion, 'no migration re-applied')
+})
+
+t.test('embedded - a DATA_DIR held by a live process is refused; a stale lock is taken over', async (t) => {
+  const dataDir = tempDir(t)
+  const env = { DATABASE_URL: undefined, DATABASE_SCHEMA: 'farm', DATA_DIR: dataDir }
+  const { logger } = captureLogger()
+  const holder = await startService(loadConfig(testEnv(t, env)), { logger })
+  t.teardown(() => holder.stop())
+  const error = await startService(loadConfig(testEnv(t, env)), { logger }).then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  t.type(error, DataDirInUse)
+  t.match((error as Error).message, /DATA_DIR .* in use by process \d+/)
+  await holder.stop()
+
+  // A process that died without cleaning up (SIGKILL) leaves its pid behind.
+  const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' })
+  writeFileSync(join(dataDir, 'printfarm.pid'), dead.stdout)
+  const next = await startService(loadConfig(testEnv(t, env)), { logger })
+  t.teardown(() => next.stop())
+  t.equal((await request(next.url, '/readyz')).status, 200)
+})
