@@ -74,6 +74,7 @@ async function main(argv: readonly string[]): Promise<number> {
     publicBaseUrl: config.publicBaseUrl,
     store: service.services.db.kind,
     dataDir: service.services.db.kind === 'pglite' ? config.dataDir : undefined,
+    mqtt: service.services.mqtt.broker ? `mqtt://${config.host}:${service.services.mqtt.broker.port} (embedded)` : 'external (MQTT_URL)',
     version: serviceVersion,
   })
   return new Promise<number>((resolve) => {

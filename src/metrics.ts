@@ -54,6 +54,16 @@ export class Counter implements Metric {
   get(labels: Labels = {}): number {
     return this.#values.get(labelKey(this.labelNames, labels)) ?? 0
   }
+  /** A handle on one series, for hot paths that record the same labels over and over. */
+  cell(labels: Labels): { inc(by?: number): void } {
+    const key = labelKey(this.labelNames, labels)
+    const values = this.#values
+    return {
+      inc(by = 1) {
+        values.set(key, (values.get(key) ?? 0) + by)
+      },
+    }
+  }
   render(): string {
     let out = header(this.name, this.help, 'counter')
     for (const [key, value] of this.#values) out += `${this.name}${renderLabels(this.labelNames, key)} ${formatNumber(value)}\n`
@@ -119,9 +129,19 @@ export class Histogram implements Metric {
     }
   }
   observe(labels: Labels, value: number): void {
-    const key = labelKey(this.labelNames, labels)
+    this.#record(this.#seriesFor(labelKey(this.labelNames, labels)), value)
+  }
+  /** A handle on one series, for hot paths that record the same labels over and over. */
+  cell(labels: Labels): { observe(value: number): void } {
+    const series = this.#seriesFor(labelKey(this.labelNames, labels))
+    return { observe: (value: number) => this.#record(series, value) }
+  }
+  #seriesFor(key: string): HistogramSeries {
     let series = this.#series.get(key)
     if (!series) this.#series.set(key, (series = { counts: new Array<number>(this.buckets.length).fill(0), sum: 0, count: 0 }))
+    return series
+  }
+  #record(series: HistogramSeries, value: number): void {
     // Stored per bucket, made cumulative when rendered: one increment per observation.
     let i = 0
     while (i < this.buckets.length && value > this.buckets[i]!) i++

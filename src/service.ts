@@ -15,6 +15,7 @@ import type { NodeState, Services } from './services.js'
 import { openDatabase, type Database } from './storage/database.js'
 import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
+import { connectMqtt, type MqttConnection } from './mqtt/connection.js'
 
 export interface RunningService {
   readonly port: number
@@ -45,9 +46,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const stopProcessMetrics = registerProcessMetrics(metrics)
   const db: Database = await openDatabase(config, logger)
   const state: NodeState = { migrationsVersion: 0, accepting: true }
+  let mqtt: MqttConnection
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
+    mqtt = await connectMqtt(config, logger)
   } catch (error) {
     await db.close().catch(() => undefined)
     stopProcessMetrics()
@@ -61,6 +64,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     logger,
     metrics,
     db,
+    mqtt,
     state,
     startedAt: Date.now(),
     openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(routes, { publicBaseUrl: config.publicBaseUrl }))),
@@ -79,6 +83,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       services,
     })
   } catch (error) {
+    await mqtt.close().catch(() => undefined)
     await db.close().catch(() => undefined)
     stopProcessMetrics()
     throw error
@@ -92,6 +97,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       state.accepting = false
       logger.info('shutting down', { inFlight: http.inFlight })
       await http.close(config.shutdownTimeoutMs)
+      await mqtt.close()
       await db.close()
       stopProcessMetrics()
       logger.info('stopped')

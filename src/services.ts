@@ -5,6 +5,7 @@
 import type { Config } from './config.js'
 import type { Logger } from './log.js'
 import type { MetricsRegistry } from './metrics.js'
+import type { MqttConnection } from './mqtt/connection.js'
 import type { Database } from './storage/database.js'
 
 export interface NodeState {
@@ -19,6 +20,7 @@ export interface Services {
   readonly logger: Logger
   readonly metrics: MetricsRegistry
   readonly db: Database
+  readonly mqtt: MqttConnection
   readonly state: NodeState
   readonly startedAt: number
   /** The serialised OpenAPI document (built once). */

@@ -40,6 +40,10 @@ export const ReadinessSchema = Type.Object(
         }),
         migrations: Type.Object({ ok: Type.Boolean(), version: Type.Integer() }),
         accepting: Type.Object({ ok: Type.Boolean() }),
+        broker: Type.Object(
+          { ok: Type.Boolean(), kind: Type.Union([Type.Literal('embedded'), Type.Literal('external')]) },
+          { description: 'Reported, not required: a broker outage affects displays, not the REST API.' },
+        ),
       },
       { additionalProperties: true },
     ),

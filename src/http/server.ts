@@ -8,17 +8,16 @@
  * read before the first await, and every write after an await is corked.
  */
 import { randomUUID } from 'node:crypto'
-import { errorBody, errorCodes, ServiceError, type ErrorCodeInfo } from '../../protocol/errors.js'
+import { ServiceError } from '../../protocol/errors.js'
 import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
 import type { Logger } from '../log.js'
 import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
-import { translateStoreError } from '../storage/errors.js'
-import { readBody, RequestAborted, type RequestLifecycle } from './body.js'
+import { readBody } from './body.js'
 import { CorsPolicy } from './cors.js'
-import { isBodyMethod, type Reply, type Route, type RouteRequest, type RouteSchemas } from './route.js'
+import { Exchange } from './exchange.js'
+import { isBodyMethod, type Route, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
-import { statusLine } from './status.js'
-import { assertNativeUws, uWS, type HttpResponse, type us_listen_socket } from './uws.js'
+import { assertNativeUws, uWS, type us_listen_socket } from './uws.js'
 
 export interface HttpServerOptions<Svc> {
   host: string
@@ -52,7 +51,6 @@ interface CompiledRoute<Svc> {
 
 const knownMethods = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
-const jsonContentType = 'application/json; charset=utf-8'
 
 export function compileRoutes<Svc>(routes: readonly Route<RouteSchemas, Svc>[]): Router<CompiledRoute<Svc>> {
   const router = new Router<CompiledRoute<Svc>>()
@@ -71,8 +69,6 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
   assertNativeUws()
   const { logger, services, bodyLimitBytes } = options
   const router = compileRoutes(options.routes)
-  const cors = new CorsPolicy(options.corsOrigins)
-
   const requests = options.metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', [
     'route',
     'method',
@@ -85,143 +81,118 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     latencyBuckets,
   )
   const aborted = options.metrics.counter('http_requests_aborted_total', 'Requests whose client went away before the response.', ['route'])
-  let inFlight = 0
   options.metrics.gauge('http_requests_in_flight', 'Requests being handled now.', [], (g) => g.set({}, inFlight))
 
-  let draining = false
+  // Metric series cached per (route, method, status): recording is then two additions, no string building.
+  const cells = new Map<string, Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>>()
+  const record = (label: string, method: string, status: number, seconds: number): void => {
+    let byLabel = cells.get(label)
+    if (!byLabel) cells.set(label, (byLabel = new Map()))
+    const key = method + status
+    let cell = byLabel.get(key)
+    if (!cell) {
+      cell = { count: requests.cell({ route: label, method, status: String(status) }), duration: durations.cell({ route: label, method }) }
+      byLabel.set(key, cell)
+    }
+    cell.count.inc()
+    cell.duration.observe(seconds)
+  }
+
+  let inFlight = 0
   let drained: (() => void) | undefined
+  const host = {
+    cors: new CorsPolicy(options.corsOrigins),
+    logger,
+    draining: false,
+    finished(exchange: Exchange, status: number | undefined): void {
+      inFlight--
+      if (status === undefined) aborted.inc({ route: exchange.label })
+      else record(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
+      if (host.draining && inFlight === 0) drained?.()
+    },
+  }
 
   const app = uWS.App()
   app.any('/*', (res, req) => {
-    const started = performance.now()
-    const rawMethod = req.getMethod().toUpperCase()
+    const method = req.getMethod().toUpperCase()
     const path = req.getUrl()
     const rawQuery = req.getQuery()
     const headers: Record<string, string> = {}
     req.forEach((key, value) => {
       headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`
     })
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString()
     const incomingId = headers['x-request-id']
     const requestId = incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : randomUUID()
-    const origin = headers['origin']
+    const exchange = new Exchange(res, method, requestId, headers['origin'], host)
+    inFlight++
+    res.onAborted(() => exchange.abort())
+
     const declared = headers['content-length']
     const declaredLength = declared !== undefined && /^\d{1,15}$/.test(declared) ? Number(declared) : undefined
     // A body we never read must not be parsed as the next request on this connection.
     const hasBody = (declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined
 
-    inFlight++
-    let label = 'unmatched'
-    let finished = false
-    const life: RequestLifecycle = { aborted: false, onAbort: undefined }
-    const finish = (status: number | undefined): void => {
-      if (finished) return
-      finished = true
-      inFlight--
-      if (status === undefined) aborted.inc({ route: label })
-      else {
-        requests.inc({ route: label, method: rawMethod, status: String(status) })
-        durations.observe({ route: label, method: rawMethod }, (performance.now() - started) / 1000)
-      }
-      if (draining && inFlight === 0) drained?.()
-    }
-    res.onAborted(() => {
-      life.aborted = true
-      life.onAbort?.()
-      finish(undefined)
-    })
-
-    const send = (status: number, payload: string | Uint8Array | undefined, contentType: string | undefined, extra: Iterable<[string, string]>, closeAfter: boolean): void => {
-      if (life.aborted || finished) return
-      const close = closeAfter || draining
-      res.cork(() => {
-        res.writeStatus(statusLine(status))
-        if (contentType !== undefined && payload !== undefined) res.writeHeader('content-type', contentType)
-        res.writeHeader('x-request-id', requestId)
-        for (const [name, value] of cors.responseHeaders(origin)) res.writeHeader(name, value)
-        for (const [name, value] of extra) res.writeHeader(name, value)
-        if (status === 204 || status === 304 || payload === undefined) res.endWithoutBody(undefined, close)
-        else if (rawMethod === 'HEAD') res.endWithoutBody(typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close)
-        else res.end(payload, close)
-      })
-      finish(status)
-    }
-
-    const sendError = (error: unknown, closeAfter: boolean): void => {
-      if (error instanceof RequestAborted || life.aborted) return
-      const coded = error instanceof ServiceError ? error : translateStoreError(error)
-      if (coded === undefined) {
-        logger.error('request failed', { requestId, route: label, method: rawMethod, error })
-        const body = errorBody('internal_error', `an unexpected error occurred; quote request id ${requestId} when reporting it`, requestId)
-        send(500, JSON.stringify(body), jsonContentType, [], closeAfter)
-        return
-      }
-      const body = { ...errorBody(coded.code, coded.message, requestId), ...coded.extra }
-      const retry: [string, string][] =
-        (errorCodes[coded.code] as ErrorCodeInfo).retryable === true && coded.headers?.['retry-after'] === undefined ? [['retry-after', '1']] : []
-      send(coded.status, JSON.stringify(body), jsonContentType, [...Object.entries(coded.headers ?? {}), ...retry], closeAfter)
-    }
-
-    if (!knownMethods.has(rawMethod)) {
+    if (!knownMethods.has(method) || method === 'OPTIONS') {
       const allowed = router.allowed(path)
-      if (allowed.length === 0) sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
-      else sendError(methodNotAllowed(rawMethod, path, allowed), hasBody)
-      return
-    }
-    const method = rawMethod as HttpMethod
-
-    if (method === 'OPTIONS') {
-      const allowed = router.allowed(path)
-      if (allowed.length === 0) return sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
-      label = 'preflight'
-      const isPreflight = headers['access-control-request-method'] !== undefined
-      const extra = isPreflight ? cors.preflightHeaders(origin, allowed) : []
-      send(204, undefined, undefined, [['allow', [...allowed, 'OPTIONS'].join(', ')], ...extra], hasBody)
-      return
+      if (allowed.length === 0) return exchange.sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
+      if (method !== 'OPTIONS') return exchange.sendError(methodNotAllowed(method, path, allowed), hasBody)
+      exchange.label = 'preflight'
+      const preflight = headers['access-control-request-method'] !== undefined ? host.cors.preflightHeaders(exchange.origin, allowed) : []
+      return exchange.send(204, undefined, undefined, [['allow', [...allowed, 'OPTIONS'].join(', ')], ...preflight], hasBody)
     }
 
-    const match = router.match(method, path)
-    if (match.kind === 'not_found') return sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
-    if (match.kind === 'bad_path') return sendError(new ServiceError('validation_failed', match.reason), hasBody)
+    const match = router.match(method as HttpMethod, path)
+    if (match.kind === 'not_found') return exchange.sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
+    if (match.kind === 'bad_path') return exchange.sendError(new ServiceError('validation_failed', match.reason), hasBody)
     if (match.kind === 'method_not_allowed') {
-      label = 'method_not_allowed'
-      return sendError(methodNotAllowed(method, path, match.allowed), hasBody)
+      exchange.label = 'method_not_allowed'
+      return exchange.sendError(methodNotAllowed(method, path, match.allowed), hasBody)
     }
     const compiled = match.value
     const route = compiled.route
-    label = route.path
+    exchange.label = route.path
 
-    const run = async (): Promise<void> => {
-      let body: unknown = undefined
-      if (isBodyMethod(method)) {
-        const raw = await readBody(res, bodyLimitBytes, declaredLength, life)
-        body = parseBody(raw, headers['content-type'], compiled, route)
-      }
-      const params = validate(compiled.params, match.params)
-      const query = compiled.query ? validate(compiled.query, parseQuery(rawQuery)) : parseQuery(rawQuery)
-      if (compiled.body) body = validate(compiled.body, body)
-      const request: RouteRequest = { method, path, body: body as undefined, query, params: params as Record<string, string>, headers, requestId, remoteAddress }
-      const reply = await route.handler(request, services)
-      sendReply(reply)
-    }
-    const sendReply = (reply: Reply): void => {
-      const status = reply.status ?? 200
-      if (reply.raw !== undefined) {
-        send(status, reply.raw, reply.contentType ?? 'application/octet-stream', Object.entries(reply.headers ?? {}), false)
-      } else {
-        const payload = reply.body === undefined ? undefined : JSON.stringify(reply.body)
-        send(status, payload, reply.contentType ?? jsonContentType, Object.entries(reply.headers ?? {}), false)
-      }
-    }
-    run().catch((error: unknown) => {
+    const onError = (error: unknown): void => {
       // A refused oversized body is still arriving: close rather than read it all.
       const closeAfter = error instanceof ServiceError && error.code === 'payload_too_large'
       try {
-        sendError(error, closeAfter)
+        exchange.sendError(error, closeAfter)
       } catch (sendFailure) {
         logger.error('could not send an error response', { requestId, error: sendFailure })
       }
-    })
+    }
+    // Without a body and with a synchronous handler, the whole exchange completes in this callback.
+    const handle = (body: unknown): void => {
+      const params = validate(compiled.params, match.params) as Record<string, string>
+      const query = validate(compiled.query, parseQuery(rawQuery)) as Record<string, string | string[]>
+      const request: RouteRequest = {
+        method: method as HttpMethod,
+        path,
+        body: validate(compiled.body, body) as undefined,
+        query,
+        params,
+        headers,
+        requestId,
+        get remoteAddress() {
+          return exchange.remoteAddress
+        },
+      }
+      const reply = route.handler(request, services)
+      if (reply instanceof Promise) reply.then((r) => exchange.sendReply(r), onError)
+      else exchange.sendReply(reply)
+    }
+    try {
+      if (!isBodyMethod(method as HttpMethod)) return handle(undefined)
+      readBody(res, bodyLimitBytes, declaredLength, exchange).then((raw) => {
+        try {
+          handle(parseBody(raw, headers['content-type'], compiled, route))
+        } catch (error) {
+          onError(error)
+        }
+      }, onError)
+    } catch (error) {
+      onError(error)
+    }
   })
 
   return new Promise<HttpServer>((resolve, reject) => {
@@ -239,7 +210,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
         },
         close(timeoutMs: number) {
           closing ??= new Promise<void>((done) => {
-            draining = true
+            host.draining = true
             uWS.us_listen_socket_close(listenSocket)
             if (inFlight === 0) return done()
             const timer = setTimeout(() => {

@@ -51,8 +51,11 @@ export const readinessRoute = defineRoute({
     }
     const migrations = { ok: svc.state.migrationsVersion > 0, version: svc.state.migrationsVersion }
     const accepting = { ok: svc.state.accepting }
+    // The broker is reported but does not gate readiness: without it displays
+    // go stale, while bridges and dashboards are still served.
+    const broker = { ok: svc.mqtt.client.connected, kind: svc.mqtt.kind }
     const ready = store.ok && migrations.ok && accepting.ok
-    const body: Readiness = { ready, checks: { store, migrations, accepting } }
+    const body: Readiness = { ready, checks: { store, migrations, accepting, broker } }
     const headers: Record<string, string> = ready ? {} : { 'retry-after': '1' }
     return { status: ready ? 200 : 503, body, headers }
   },

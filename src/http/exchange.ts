@@ -1,0 +1,113 @@
+/**
+ * One request/response on uWS: its lifecycle (abort, finish) and the only code
+ * that writes to the response. A class rather than closures, so the hot path
+ * allocates one object per request, not five functions.
+ *
+ * After an abort, or once the response ended, `res` is never touched again
+ * (DESIGN section 7): every write goes through `send`, which checks both.
+ */
+import { errorBody, errorCodes, ServiceError, type ErrorCodeInfo } from '../../protocol/errors.js'
+import type { Logger } from '../log.js'
+import { translateStoreError } from '../storage/errors.js'
+import { RequestAborted, type RequestLifecycle } from './body.js'
+import type { CorsPolicy } from './cors.js'
+import type { Reply } from './route.js'
+import { statusLine } from './status.js'
+import type { HttpResponse } from './uws.js'
+
+export const jsonContentType = 'application/json; charset=utf-8'
+
+/** What every exchange of one server shares. */
+export interface ExchangeHost {
+  readonly cors: CorsPolicy
+  readonly logger: Logger
+  /** True once shutdown began: responses then close their connection. */
+  readonly draining: boolean
+  /** Called exactly once per exchange: with the status sent, or undefined when the client aborted. */
+  finished(exchange: Exchange, status: number | undefined): void
+}
+
+export class Exchange implements RequestLifecycle {
+  readonly started = performance.now()
+  readonly res: HttpResponse
+  readonly method: string
+  readonly requestId: string
+  readonly origin: string | undefined
+  readonly host: ExchangeHost
+  /** Metrics label: the route template, or a fixed word for requests no route took. */
+  label = 'unmatched'
+  aborted = false
+  done = false
+  onAbort: (() => void) | undefined = undefined
+  #remoteAddress: string | undefined
+
+  constructor(res: HttpResponse, method: string, requestId: string, origin: string | undefined, host: ExchangeHost) {
+    this.res = res
+    this.method = method
+    this.requestId = requestId
+    this.origin = origin
+    this.host = host
+  }
+
+  /** Read on demand: most requests never need it, and `res` stays valid until the response ends. */
+  get remoteAddress(): string {
+    if (this.#remoteAddress === undefined) {
+      this.#remoteAddress = this.aborted || this.done ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+    }
+    return this.#remoteAddress
+  }
+
+  abort(): void {
+    this.aborted = true
+    this.onAbort?.()
+    this.#finish(undefined)
+  }
+
+  send(status: number, payload: string | Uint8Array | undefined, contentType: string | undefined, extra: Iterable<[string, string]>, closeAfter: boolean): void {
+    if (this.aborted || this.done) return
+    const res = this.res
+    const close = closeAfter || this.host.draining
+    res.cork(() => {
+      res.writeStatus(statusLine(status))
+      if (contentType !== undefined && payload !== undefined) res.writeHeader('content-type', contentType)
+      res.writeHeader('x-request-id', this.requestId)
+      if (this.origin !== undefined) for (const [name, value] of this.host.cors.responseHeaders(this.origin)) res.writeHeader(name, value)
+      for (const [name, value] of extra) res.writeHeader(name, value)
+      if (status === 204 || status === 304 || payload === undefined) res.endWithoutBody(undefined, close)
+      else if (this.method === 'HEAD') res.endWithoutBody(typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close)
+      else res.end(payload, close)
+    })
+    this.#finish(status)
+  }
+
+  sendReply(reply: Reply): void {
+    const status = reply.status ?? 200
+    const headers = reply.headers === undefined ? noHeaders : Object.entries(reply.headers)
+    if (reply.raw !== undefined) this.send(status, reply.raw, reply.contentType ?? 'application/octet-stream', headers, false)
+    else this.send(status, reply.body === undefined ? undefined : JSON.stringify(reply.body), reply.contentType ?? jsonContentType, headers, false)
+  }
+
+  /** Maps anything thrown to a coded JSON error; never lets a cause leak to the client. */
+  sendError(error: unknown, closeAfter: boolean): void {
+    if (error instanceof RequestAborted || this.aborted || this.done) return
+    const coded = error instanceof ServiceError ? error : translateStoreError(error)
+    if (coded === undefined) {
+      this.host.logger.error('request failed', { requestId: this.requestId, route: this.label, method: this.method, error })
+      const body = errorBody('internal_error', `an unexpected error occurred; quote request id ${this.requestId} when reporting it`, this.requestId)
+      this.send(500, JSON.stringify(body), jsonContentType, noHeaders, closeAfter)
+      return
+    }
+    const body = { ...errorBody(coded.code, coded.message, this.requestId), ...coded.extra }
+    const headers = Object.entries(coded.headers ?? {})
+    if ((errorCodes[coded.code] as ErrorCodeInfo).retryable === true && coded.headers?.['retry-after'] === undefined) headers.push(['retry-after', '1'])
+    this.send(coded.status, JSON.stringify(body), jsonContentType, headers, closeAfter)
+  }
+
+  #finish(status: number | undefined): void {
+    if (this.done) return
+    this.done = true
+    this.host.finished(this, status)
+  }
+}
+
+const noHeaders: readonly [string, string][] = []
