@@ -47,12 +47,68 @@ export const errorCodes = {
     description: 'The path exists but not with this method; the Allow header lists the methods it takes.',
   },
 
-  // The service's own condition.
-  not_ready: {
-    status: 503,
-    description: 'The service is starting or its store is unreachable. Retry after the Retry-After delay.',
+  // Who is calling (SPEC part 5).
+  unauthorized: {
+    status: 401,
+    description: 'No credential, or one the service does not accept. Send Authorization: Bearer <access token> or x-api-key.',
+  },
+  token_expired: {
+    status: 401,
+    description: 'The access token has expired. Get a new one at POST /v1/auth/refresh.',
+  },
+  invalid_credentials: {
+    status: 401,
+    description: 'The email or password is wrong.',
+  },
+  refresh_token_invalid: {
+    status: 401,
+    description: 'The refresh token is unknown, expired or revoked. Sign in again.',
+  },
+  refresh_token_reused: {
+    status: 401,
+    description: 'A refresh token was presented after it had been rotated; every session of that sign-in was revoked. Sign in again.',
+  },
+  insufficient_scope: {
+    status: 403,
+    description: 'The credential lacks the scope this route needs; the message names it.',
+  },
+  ORG_ADMIN_REQUIRED: {
+    status: 403,
+    description: 'Only an admin of the organization may do this (SPEC part 7).',
+  },
+  organization_required: {
+    status: 400,
+    description: 'The caller belongs to several organizations: name one with the x-organization-id header.',
+  },
+  organization_not_found: {
+    status: 404,
+    description: 'No such organization among the caller\'s.',
+  },
+
+  // Accounts.
+  user_exists: {
+    status: 409,
+    description: 'That email already has an account: add it as a member without a password.',
+  },
+  password_required: {
+    status: 400,
+    description: 'A new account needs a password (12 to 200 characters).',
+  },
+  member_not_found: {
+    status: 404,
+    description: 'No such member in this organization.',
+  },
+  last_admin: {
+    status: 409,
+    description: 'The organization would be left without an admin. Make another member admin first.',
+  },
+  rate_limited: {
+    status: 429,
+    description: 'Too many attempts. Wait for the Retry-After delay.',
     retryable: true,
   },
+
+  // The service's own condition.
   store_unavailable: {
     status: 503,
     description: 'The database did not answer. Nothing was stored; retry after the Retry-After delay.',
@@ -61,6 +117,12 @@ export const errorCodes = {
   shutting_down: {
     status: 503,
     description: 'This node is shutting down. Retry; another node or the restarted one will answer.',
+    retryable: true,
+  },
+  request_timeout: {
+    status: 503,
+    description:
+      'The service did not finish the request in time (REQUEST_TIMEOUT_MS). It may or may not have taken effect: retry requests that are safe to repeat.',
     retryable: true,
   },
   internal_error: {

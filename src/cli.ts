@@ -69,6 +69,13 @@ async function main(argv: readonly string[]): Promise<number> {
   }
 
   const service = await startService(config, { logger })
+  if (service.bootstrap !== undefined) {
+    // Printed once: only its hash is stored.
+    logger.info('admin account created; sign in at POST /v1/auth/login', {
+      email: service.bootstrap.email,
+      password: service.bootstrap.generatedPassword ?? '(from PRINTFARM_ADMIN_PASSWORD)',
+    })
+  }
   logger.info('printfarm listening', {
     url: service.url,
     publicBaseUrl: config.publicBaseUrl,

@@ -29,7 +29,11 @@ export interface Config {
   adminEmail: string | undefined
   adminPassword: string | undefined
   bodyLimitBytes: number
+  requestTimeoutMs: number
   shutdownTimeoutMs: number
+  /** Failed sign-ins per account, then per remote address, allowed in 15 minutes. */
+  loginFailuresPerAccount: number
+  loginFailuresPerAddress: number
 }
 
 export class ConfigError extends Error {
@@ -60,7 +64,10 @@ export const configVariables = [
   'PRINTFARM_ADMIN_EMAIL',
   'PRINTFARM_ADMIN_PASSWORD',
   'BODY_LIMIT_BYTES',
+  'REQUEST_TIMEOUT_MS',
   'SHUTDOWN_TIMEOUT_MS',
+  'LOGIN_FAILURES_PER_ACCOUNT',
+  'LOGIN_FAILURES_PER_ADDRESS',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -147,7 +154,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   }
 
   const bodyLimitBytes = integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024)
+  const requestTimeoutMs = integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000)
   const shutdownTimeoutMs = integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
+  const loginFailuresPerAccount = integer('LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000)
+  const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
 
   if (problems.length) throw new ConfigError(problems)
   return {
@@ -166,7 +176,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     adminEmail,
     adminPassword,
     bodyLimitBytes,
+    requestTimeoutMs,
     shutdownTimeoutMs,
+    loginFailuresPerAccount,
+    loginFailuresPerAddress,
   }
 }
 

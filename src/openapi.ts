@@ -26,8 +26,25 @@ function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
     codes.push('invalid_json', 'unsupported_media_type')
     if (!route.emptyBodyAllowed) codes.push('body_required')
   }
+  if (route.auth.kind !== 'public') codes.push('unauthorized', 'token_expired')
+  if (route.auth.kind === 'organization') {
+    codes.push('organization_required', 'organization_not_found', 'insufficient_scope')
+    if (route.auth.admin === true) codes.push('ORG_ADMIN_REQUIRED')
+  }
   codes.push('internal_error')
   return codes
+}
+
+/** SPEC part 5: sessions carry a bearer JWT; organization routes also take an API key with the route's scope. */
+function security(route: Route<RouteSchemas, unknown>): Json[] {
+  switch (route.auth.kind) {
+    case 'public':
+      return []
+    case 'user':
+      return [{ bearerAuth: [] }]
+    case 'organization':
+      return [{ bearerAuth: [] }, { apiKey: [route.auth.scope] }]
+  }
 }
 
 function parameters(schema: TSchema | undefined, where: 'path' | 'query'): Json[] {
@@ -86,7 +103,7 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
       tags: [...route.tags],
-      security: route.auth.kind === 'public' ? [] : [{ bearerAuth: [] }, { apiKey: [] }],
+      security: security(route),
       'x-auth': route.auth,
       parameters: [...parameters(route.schemas.params, 'path'), ...parameters(route.schemas.query, 'query')],
       ...(route.schemas.body

@@ -16,6 +16,13 @@ import { openDatabase, type Database } from './storage/database.js'
 import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
 import { connectMqtt, type MqttConnection } from './mqtt/connection.js'
+import { bootstrapAdmin } from './auth/accounts.js'
+import { createAuthenticator } from './auth/authenticate.js'
+import { FailureLimiter } from './auth/failure-limiter.js'
+import { loadKeyring, type Keyring } from './auth/keyring.js'
+import { Sessions } from './auth/sessions.js'
+import { authRoutes } from './routes/auth.js'
+import { organizationRoutes } from './routes/organizations.js'
 
 export interface RunningService {
   readonly port: number
@@ -23,9 +30,14 @@ export interface RunningService {
   readonly url: string
   readonly services: Services
   readonly http: HttpServer
+  /** Set when this start created the first admin; the password only when it was generated. */
+  readonly bootstrap: { email: string; generatedPassword: string | undefined } | undefined
   /** Graceful: stop accepting, finish in-flight requests, close the store. Idempotent. */
   stop(): Promise<void>
 }
+
+/** Window of the failed sign-in limits (LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS count within it). */
+const loginFailureWindowMs = 15 * 60 * 1000
 
 export interface StartOptions {
   logger?: Logger
@@ -35,21 +47,25 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
   const logger = options.logger ?? createLogger(config.logLevel)
   // Fail before touching the store when the server could not run anyway.
   assertNativeUws()
+  const db: Database = await openDatabase(config, logger)
   const metrics = new MetricsRegistry()
   const stopProcessMetrics = registerProcessMetrics(metrics)
-  const db: Database = await openDatabase(config, logger)
   const state: NodeState = { migrationsVersion: 0, accepting: true }
   let mqtt: MqttConnection
+  let keyring: Keyring
+  let bootstrap: RunningService['bootstrap']
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
+    keyring = await loadKeyring(db.sql, logger)
+    bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
     mqtt = await connectMqtt(config, logger)
   } catch (error) {
     await db.close().catch(() => undefined)
@@ -59,12 +75,19 @@ export async function startService(config: Config, options: StartOptions = {}): 
 
   const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
   let openApi: string | undefined
+  const sessions = new Sessions(db.sql, keyring, config.publicBaseUrl)
   const services: Services = {
     config,
     logger,
     metrics,
     db,
     mqtt,
+    keyring,
+    sessions,
+    loginFailures: {
+      account: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
+      address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
+    },
     state,
     startedAt: Date.now(),
     openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(routes, { publicBaseUrl: config.publicBaseUrl }))),
@@ -76,11 +99,13 @@ export async function startService(config: Config, options: StartOptions = {}): 
       host: config.host,
       port: config.port,
       bodyLimitBytes: config.bodyLimitBytes,
+      requestTimeoutMs: config.requestTimeoutMs,
       corsOrigins: config.corsOrigins,
       logger,
       metrics,
       routes,
       services,
+      authenticate: createAuthenticator(db.sql, sessions),
     })
   } catch (error) {
     await mqtt.close().catch(() => undefined)
@@ -96,12 +121,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
     (stopping ??= (async () => {
       state.accepting = false
       logger.info('shutting down', { inFlight: http.inFlight })
-      await http.close(config.shutdownTimeoutMs)
-      await mqtt.close()
-      await db.close()
-      stopProcessMetrics()
+      try {
+        await http.close(config.shutdownTimeoutMs)
+        await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
+      } finally {
+        await db.close()
+        stopProcessMetrics()
+      }
       logger.info('stopped')
     })())
 
-  return { port: http.port, url, services, http, stop }
+  return { port: http.port, url, services, http, bootstrap, stop }
 }

@@ -7,6 +7,9 @@ import type { Logger } from './log.js'
 import type { MetricsRegistry } from './metrics.js'
 import type { MqttConnection } from './mqtt/connection.js'
 import type { Database } from './storage/database.js'
+import type { FailureLimiter } from './auth/failure-limiter.js'
+import type { Keyring } from './auth/keyring.js'
+import type { Sessions } from './auth/sessions.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -22,6 +25,10 @@ export interface Services {
   readonly db: Database
   readonly mqtt: MqttConnection
   readonly state: NodeState
+  readonly keyring: Keyring
+  readonly sessions: Sessions
+  /** Failed sign-ins, per account and per remote address. */
+  readonly loginFailures: { readonly account: FailureLimiter; readonly address: FailureLimiter }
   readonly startedAt: number
   /** The serialised OpenAPI document (built once). */
   openApiJson(): string

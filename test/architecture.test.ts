@@ -85,5 +85,5 @@ for (const layer of layers) {
 t.test('architecture - the rule itself catches a wrong-way import', async (t) => {
   t.equal(layerOf(join(root, 'protocol', 'x.ts'), '../src/service.js'), 'src')
   t.notOk(mayImport.protocol.includes('src'))
-  t.same(importsOf(join(root, 'src', 'service.ts')).filter((s) => s.startsWith('./routes')), ['./routes/system.js'])
+  t.ok(importsOf(join(root, 'src', 'service.ts')).includes('./routes/system.js'), 'the import reader finds a known import')
 })

@@ -18,15 +18,20 @@ export class CorsPolicy {
     this.#origins = new Set(origins === '*' ? [] : origins)
   }
 
+  /**
+   * With an allow-list the response differs by Origin, so every response says
+   * so (Vary), or a shared cache could hand one origin's answer to another.
+   */
+  get variesByOrigin(): boolean {
+    return !this.#any && this.#origins.size > 0
+  }
+
   /** Headers for an ordinary response to a request carrying `origin` (may be empty). */
   responseHeaders(origin: string | undefined): [string, string][] {
     const allow = this.#allowOrigin(origin)
-    if (allow === undefined) return []
-    const headers: [string, string][] = [
-      ['access-control-allow-origin', allow],
-      ['access-control-expose-headers', exposedHeaders],
-    ]
-    if (allow !== '*') headers.push(['vary', 'origin'])
+    const headers: [string, string][] = this.variesByOrigin ? [['vary', 'origin']] : []
+    if (allow === undefined) return headers
+    headers.push(['access-control-allow-origin', allow], ['access-control-expose-headers', exposedHeaders])
     return headers
   }
 

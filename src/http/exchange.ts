@@ -25,6 +25,11 @@ export interface ExchangeHost {
   readonly draining: boolean
   /** Called exactly once per exchange: with the status sent, or undefined when the client aborted. */
   finished(exchange: Exchange, status: number | undefined): void
+  /**
+   * Called exactly once, when the response is over (sent or aborted) and the
+   * handler, if one ran, has settled: only then may a drain consider it gone.
+   */
+  released(exchange: Exchange): void
 }
 
 export class Exchange implements RequestLifecycle {
@@ -40,6 +45,8 @@ export class Exchange implements RequestLifecycle {
   done = false
   onAbort: (() => void) | undefined = undefined
   #remoteAddress: string | undefined
+  /** The response, plus one for a handler while it runs. */
+  #holds = 1
 
   constructor(res: HttpResponse, method: string, requestId: string, origin: string | undefined, host: ExchangeHost) {
     this.res = res
@@ -63,24 +70,45 @@ export class Exchange implements RequestLifecycle {
     this.#finish(undefined)
   }
 
+  /** A handler starts: the exchange stays in flight until it settles, even if the client goes away. */
+  holdForHandler(): void {
+    this.#holds++
+  }
+
+  handlerSettled(): void {
+    this.#release()
+  }
+
   send(status: number, payload: string | Uint8Array | undefined, contentType: string | undefined, extra: Iterable<[string, string]>, closeAfter: boolean): void {
     if (this.aborted || this.done) return
+    // Everything is checked before the first write: a bad header must not leave half a response on the wire.
+    const headers: [string, string][] = []
+    if (contentType !== undefined && payload !== undefined) headers.push(['content-type', contentType])
+    headers.push(['x-request-id', this.requestId])
+    if (this.origin !== undefined || this.host.cors.variesByOrigin) headers.push(...this.host.cors.responseHeaders(this.origin))
+    for (const [name, value] of extra) {
+      const text = String(value)
+      // RFC 9110 §5.5: CR and LF never appear in a field value; letting one through would let a value forge headers.
+      if (/[\r\n]/.test(name) || /[\r\n]/.test(text)) throw new TypeError(`header ${JSON.stringify(name)} has a line break in its name or value`)
+      headers.push([name, text])
+    }
     const res = this.res
     const close = closeAfter || this.host.draining
     res.cork(() => {
       res.writeStatus(statusLine(status))
-      if (contentType !== undefined && payload !== undefined) res.writeHeader('content-type', contentType)
-      res.writeHeader('x-request-id', this.requestId)
-      if (this.origin !== undefined) for (const [name, value] of this.host.cors.responseHeaders(this.origin)) res.writeHeader(name, value)
-      for (const [name, value] of extra) res.writeHeader(name, value)
-      if (status === 204 || status === 304 || payload === undefined) res.endWithoutBody(undefined, close)
+      for (const [name, value] of headers) res.writeHeader(name, value)
+      // This uWS build: endWithoutBody() sends no length, (0, true) a zero length with close; a bodiless
+      // reply of another status is an empty body.
+      if (status === 204 || status === 304) close ? res.endWithoutBody(0, true) : res.endWithoutBody()
+      else if (payload === undefined) res.end('', close)
       else if (this.method === 'HEAD') res.endWithoutBody(typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close)
       else res.end(payload, close)
     })
     this.#finish(status)
   }
 
-  sendReply(reply: Reply): void {
+  sendReply(reply: Reply | undefined): void {
+    if (reply === null || typeof reply !== 'object') throw new TypeError('a route handler returned no reply object')
     const status = reply.status ?? 200
     const headers = reply.headers === undefined ? noHeaders : Object.entries(reply.headers)
     if (reply.raw !== undefined) this.send(status, reply.raw, reply.contentType ?? 'application/octet-stream', headers, false)
@@ -107,6 +135,11 @@ export class Exchange implements RequestLifecycle {
     if (this.done) return
     this.done = true
     this.host.finished(this, status)
+    this.#release()
+  }
+
+  #release(): void {
+    if (--this.#holds === 0) this.host.released(this)
   }
 }
 

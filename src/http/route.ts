@@ -25,6 +25,8 @@ export interface RouteRequest<S extends RouteSchemas = RouteSchemas> {
   readonly headers: Readonly<Record<string, string>>
   readonly requestId: string
   readonly remoteAddress: string
+  /** Resolved from the credential before the handler runs; its kind follows the route's `auth`. */
+  readonly principal: Principal
 }
 
 export interface Reply {
@@ -44,10 +46,23 @@ export interface ResponseDoc {
 }
 
 /**
- * Who may call a route. `public` needs no credential; later groups add
- * credentialed kinds with the scope each one needs (SPEC part 5).
+ * Who may call a route (SPEC part 5).
+ * - `public`: no credential (the reason is documented in the OpenAPI description).
+ * - `user`: a signed-in person (bearer session token); no organization involved.
+ * - `organization`: acts inside one organization, chosen by x-organization-id
+ *   or, when the caller has only one, that one; `admin` routes need the admin role.
+ *   `scope` is what an API key or OAuth token must carry for it.
  */
-export type RouteAuth = { kind: 'public'; reason: string }
+export type RouteAuth =
+  | { kind: 'public'; reason: string }
+  | { kind: 'user' }
+  | { kind: 'organization'; scope: string; admin?: boolean }
+
+/** Who is calling, once the credential was checked. */
+export type Principal =
+  | { kind: 'anonymous' }
+  | { kind: 'user'; userId: string }
+  | { kind: 'member'; userId: string; organizationId: string; role: 'admin' | 'member' }
 
 export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>

@@ -15,7 +15,7 @@ import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
 import { readBody } from './body.js'
 import { CorsPolicy } from './cors.js'
 import { Exchange } from './exchange.js'
-import { isBodyMethod, type Route, type RouteRequest, type RouteSchemas } from './route.js'
+import { isBodyMethod, type Principal, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
 import { assertNativeUws, uWS, type us_listen_socket } from './uws.js'
 
@@ -23,11 +23,15 @@ export interface HttpServerOptions<Svc> {
   host: string
   port: number
   bodyLimitBytes: number
+  /** An async handler that has not answered by then gets a 503 request_timeout (it runs on, still counted in flight). */
+  requestTimeoutMs: number
   corsOrigins: '*' | readonly string[]
   logger: Logger
   metrics: MetricsRegistry
   routes: readonly Route<RouteSchemas, Svc>[]
   services: Svc
+  /** Checks the credential for a non-public route; without it only public routes can be called. */
+  authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>) => Promise<Principal>
 }
 
 export interface HttpServer {
@@ -49,6 +53,11 @@ interface CompiledRoute<Svc> {
   readonly params: Validator<unknown> | undefined
 }
 
+const anonymous: Principal = { kind: 'anonymous' }
+const noAuthenticator = async (): Promise<Principal> => {
+  throw new ServiceError('unauthorized', 'this route needs a credential')
+}
+
 const knownMethods = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -68,6 +77,7 @@ export function compileRoutes<Svc>(routes: readonly Route<RouteSchemas, Svc>[]):
 export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<HttpServer> {
   assertNativeUws()
   const { logger, services, bodyLimitBytes } = options
+  const authenticate = options.authenticate ?? noAuthenticator
   const router = compileRoutes(options.routes)
   const requests = options.metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', [
     'route',
@@ -105,9 +115,11 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     logger,
     draining: false,
     finished(exchange: Exchange, status: number | undefined): void {
-      inFlight--
       if (status === undefined) aborted.inc({ route: exchange.label })
       else record(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
+    },
+    released(): void {
+      inFlight--
       if (host.draining && inFlight === 0) drained?.()
     },
   }
@@ -126,6 +138,8 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     const exchange = new Exchange(res, method, requestId, headers['origin'], host)
     inFlight++
     res.onAborted(() => exchange.abort())
+    // Kept-alive connections outlive the closed listen socket: whatever they send now is turned away.
+    if (host.draining) return exchange.sendError(new ServiceError('shutting_down', 'this node is shutting down; retry'), true)
 
     const declared = headers['content-length']
     const declaredLength = declared !== undefined && /^\d{1,15}$/.test(declared) ? Number(declared) : undefined
@@ -152,17 +166,18 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     const route = compiled.route
     exchange.label = route.path
 
+    let bodyRead = !hasBody
     const onError = (error: unknown): void => {
-      // A refused oversized body is still arriving: close rather than read it all.
-      const closeAfter = error instanceof ServiceError && error.code === 'payload_too_large'
+      // A body still arriving (refused as too large, or its sender refused) is not read to the end: close instead.
+      const closeAfter = !bodyRead || (error instanceof ServiceError && error.code === 'payload_too_large')
       try {
         exchange.sendError(error, closeAfter)
       } catch (sendFailure) {
         logger.error('could not send an error response', { requestId, error: sendFailure })
       }
     }
-    // Without a body and with a synchronous handler, the whole exchange completes in this callback.
-    const handle = (body: unknown): void => {
+    // Without a body, a credential or an asynchronous handler, the whole exchange completes in this callback.
+    const handle = (body: unknown, principal: Principal): void => {
       const params = validate(compiled.params, match.params) as Record<string, string>
       const query = validate(compiled.query, parseQuery(rawQuery)) as Record<string, string | string[]>
       const request: RouteRequest = {
@@ -173,23 +188,57 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
         params,
         headers,
         requestId,
+        principal,
         get remoteAddress() {
           return exchange.remoteAddress
         },
       }
-      const reply = route.handler(request, services)
-      if (reply instanceof Promise) reply.then((r) => exchange.sendReply(r), onError)
-      else exchange.sendReply(reply)
+      exchange.holdForHandler()
+      let reply
+      try {
+        reply = route.handler(request, services)
+      } catch (error) {
+        exchange.handlerSettled()
+        throw error
+      }
+      if (!(reply instanceof Promise)) {
+        try {
+          exchange.sendReply(reply)
+        } finally {
+          exchange.handlerSettled()
+        }
+        return
+      }
+      const deadline = setTimeout(
+        () => onError(new ServiceError('request_timeout', `no answer within ${options.requestTimeoutMs} ms; retry if the request is idempotent`)),
+        options.requestTimeoutMs,
+      )
+      reply
+        .then((r) => exchange.sendReply(r))
+        .catch(onError)
+        .finally(() => {
+          clearTimeout(deadline)
+          exchange.handlerSettled()
+        })
     }
     try {
-      if (!isBodyMethod(method as HttpMethod)) return handle(undefined)
-      readBody(res, bodyLimitBytes, declaredLength, exchange).then((raw) => {
-        try {
-          handle(parseBody(raw, headers['content-type'], compiled, route))
-        } catch (error) {
-          onError(error)
-        }
-      }, onError)
+      const isPublic = route.auth.kind === 'public'
+      if (!isBodyMethod(method as HttpMethod)) {
+        if (isPublic) return handle(undefined, anonymous)
+        authenticate(route.auth, headers).then((principal) => handle(undefined, principal)).catch(onError)
+        return
+      }
+      // The body is read from the start (uWS hands out chunks only to a reader already attached);
+      // the credential is checked meanwhile, and a refusal answers without waiting for the rest.
+      const body = readBody(res, bodyLimitBytes, declaredLength, exchange).then((raw) => {
+        bodyRead = true
+        return raw
+      })
+      const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers)
+      principal.catch(onError)
+      Promise.all([body, principal])
+        .then(([raw, who]) => handle(parseBody(raw, headers['content-type'], compiled, route), who))
+        .catch(onError)
     } catch (error) {
       onError(error)
     }

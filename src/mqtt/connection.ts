@@ -33,7 +33,9 @@ export async function connectMqtt(config: Config, logger: Logger): Promise<MqttC
     url = config.mqttUrl
   } else {
     broker = await startEmbeddedBroker(config.host, config.mqttPort, logger)
-    url = `mqtt://127.0.0.1:${broker.port}`
+    // A wildcard listens on loopback too; a specific address only on itself.
+    const host = broker.host === '0.0.0.0' ? '127.0.0.1' : broker.host === '::' ? '::1' : broker.host
+    url = `mqtt://${host.includes(':') ? `[${host}]` : host}:${broker.port}`
     credentials = broker.serviceCredentials
   }
   let client: MqttClient

@@ -8,7 +8,7 @@
  * publish into the service's topics.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { createServer, type Server } from 'node:net'
+import { createServer, type Server, type Socket } from 'node:net'
 import { Aedes, type AuthenticateError } from 'aedes'
 import type { Logger } from '../log.js'
 
@@ -39,7 +39,14 @@ export async function startEmbeddedBroker(host: string, port: number, logger: Lo
       done(error, false)
     },
   })
-  const server: Server = createServer((socket) => broker.handle(socket))
+  // Tracked so close() can end them: one idle socket that never sends CONNECT
+  // would otherwise hold server.close() until aedes' connect timeout.
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((socket) => {
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+    broker.handle(socket)
+  })
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
@@ -64,8 +71,10 @@ export async function startEmbeddedBroker(host: string, port: number, logger: Lo
     port: boundPort,
     serviceCredentials: { username, password },
     async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       await new Promise<void>((resolve) => broker.close(() => resolve()))
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      for (const socket of sockets) socket.destroy()
+      await closed
     },
   }
 }

@@ -47,7 +47,9 @@ export const readinessRoute = defineRoute({
       store.latencyMs = Math.round((await svc.db.ping(readinessPingTimeoutMs)) * 100) / 100
       store.ok = true
     } catch (error) {
-      store.error = (error as Error).message
+      // Public route: a fixed sentence here, the driver's own words in the log.
+      store.error = 'the store did not answer'
+      svc.logger.warn('readiness: store check failed', { error })
     }
     const migrations = { ok: svc.state.migrationsVersion > 0, version: svc.state.migrationsVersion }
     const accepting = { ok: svc.state.accepting }

@@ -2,13 +2,16 @@
  * The durable store. One code path for both modes: postgres.js talks to a real
  * PostgreSQL (DATABASE_URL) or to the embedded PGlite over its socket server.
  */
-import postgres, { type Sql } from 'postgres'
+import postgres, { type Sql, type TransactionSql } from 'postgres'
 import type { Config } from '../config.js'
 import { redact } from '../config.js'
 import type { Logger } from '../log.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
 
 export type StoreKind = 'postgres' | 'pglite'
+
+/** Either the pool or an open transaction: what a query helper needs. */
+export type Queryable = Sql | TransactionSql
 
 export interface Database {
   readonly sql: Sql
@@ -42,11 +45,6 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
     sql = postgres({ ...common, host: embedded.host, port: embedded.port, user: 'postgres', database: 'postgres', max: 1 })
   }
   const kind: StoreKind = embedded ? 'pglite' : 'postgres'
-  if (embedded) {
-    // PGlite's socket server ignores startup parameters, but every socket shares
-    // its one backend session, so a session-level SET holds for all of them.
-    await sql`select set_config('search_path', ${config.databaseSchema}, false)`
-  }
   const ping = async (timeoutMs: number): Promise<number> => {
     const started = performance.now()
     let timer: NodeJS.Timeout | undefined
@@ -64,6 +62,11 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
   }
   try {
     await ping(15_000)
+    if (embedded) {
+      // PGlite's socket server ignores startup parameters, but every socket shares
+      // its one backend session, so a session-level SET holds for all of them.
+      await sql`select set_config('search_path', ${config.databaseSchema}, false)`
+    }
   } catch (error) {
     await sql.end({ timeout: 1 }).catch(() => undefined)
     await embedded?.close().catch(() => undefined)

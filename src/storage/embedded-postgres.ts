@@ -7,7 +7,8 @@
  * PGlite is single-process: two services on one data directory would corrupt
  * it, so the directory is locked by a pid file taken with O_EXCL.
  */
-import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
@@ -54,24 +55,67 @@ export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Pr
   }
 }
 
+/**
+ * Takes DATA_DIR's pid file. The pid is written to a private file first and
+ * hard-linked into place, so the lock appears complete or not at all (no
+ * reader ever sees it half-written). A lock whose process is gone is taken
+ * over by renaming it aside and checking that what was renamed is the stale
+ * file that was judged, not a fresh lock another starter just made.
+ */
 function lockDataDir(dataDir: string): () => void {
   const path = join(dataDir, 'printfarm.pid')
-  for (let attempt = 0; attempt < 2; attempt++) {
+  const mine = String(process.pid)
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const temp = `${path}.${mine}.${randomBytes(4).toString('hex')}`
+    writeFileSync(temp, mine)
     try {
-      const fd = openSync(path, 'wx')
-      writeSync(fd, String(process.pid))
-      closeSync(fd)
-      return () => rmSync(path, { force: true })
+      linkSync(temp, path)
+      return () => {
+        if (readIfExists(path) === mine) rmSync(path, { force: true })
+      }
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      const holder = Number(readFileSync(path, 'utf8').trim())
-      if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) throw new DataDirInUse(dataDir, holder)
-      if (holder === process.pid) throw new DataDirInUse(dataDir, holder)
-      // A stale lock from a process that died (SIGKILL, power loss): take it over.
-      rmSync(path, { force: true })
+    } finally {
+      rmSync(temp, { force: true })
     }
+    const seen = readIfExists(path)
+    if (seen === undefined) continue // released meanwhile: try again
+    const holder = Number(seen)
+    if (!/^\d+$/.test(seen) || holder === 0) {
+      throw new Error(`DATA_DIR ${dataDir} has an unreadable lock file ${path}; delete it if no printfarm process uses this directory`)
+    }
+    if (holder === process.pid || isAlive(holder)) throw new DataDirInUse(dataDir, holder)
+    // Stale (its process died without cleaning up: SIGKILL, power loss).
+    const aside = `${path}.stale.${mine}.${randomBytes(4).toString('hex')}`
+    try {
+      renameSync(path, aside)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue
+      throw error
+    }
+    const moved = readIfExists(aside)
+    if (moved !== seen) {
+      // Another starter replaced the stale lock between our read and our rename: give it back.
+      try {
+        linkSync(aside, path)
+      } catch {
+        // A third starter holds the path now; either way the directory is taken.
+      }
+      rmSync(aside, { force: true })
+      throw new DataDirInUse(dataDir, Number(moved))
+    }
+    rmSync(aside, { force: true })
   }
-  throw new Error(`could not lock DATA_DIR ${dataDir}`)
+  throw new Error(`could not lock DATA_DIR ${dataDir}: it keeps changing hands`)
+}
+
+function readIfExists(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim()
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
 }
 
 function isAlive(pid: number): boolean {

@@ -100,3 +100,10 @@ export function metricValue(exposition: string, series: string): number {
   }
   return 0
 }
+
+/** Signs in and returns the token pair and a header set for authenticated calls. */
+export async function signIn(baseUrl: string, email: string, password: string): Promise<{ access: string; refresh: string; auth: Record<string, string> }> {
+  const res = await request(baseUrl, '/v1/auth/login', { method: 'POST', body: { email, password } })
+  if (res.status !== 200) throw new Error(`sign-in as ${email} failed: ${res.status} ${res.text}`)
+  return { access: res.json.access_token, refresh: res.json.refresh_token, auth: { authorization: `Bearer ${res.json.access_token}` } }
+}

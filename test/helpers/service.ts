@@ -23,6 +23,9 @@ export interface TestService extends RunningService {
   readonly logs: Record<string, unknown>[]
 }
 
+/** The first admin every test service is started with (PRINTFARM_ADMIN_*). */
+export const testAdmin = { email: 'admin@test.printfarm', password: 'test-admin-password' } as const
+
 export const usingRealPostgres = (): boolean => Boolean(process.env['DATABASE_URL'])
 
 export function tempDir(t: TestContext, prefix = 'printfarm-test-'): string {
@@ -52,6 +55,8 @@ export function testEnv(t: TestContext, env: Record<string, string | undefined> 
     REDIS_URL: process.env['REDIS_URL'],
     MQTT_URL: process.env['MQTT_URL'],
     MQTT_PORT: '0',
+    PRINTFARM_ADMIN_EMAIL: testAdmin.email,
+    PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
   }
   if (base['DATABASE_URL']) base['DATABASE_SCHEMA'] = tempSchema(t)
   return { ...base, ...env }

@@ -38,6 +38,9 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     adminPassword: undefined,
     bodyLimitBytes: 4 * 1024 * 1024,
     shutdownTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    loginFailuresPerAccount: 10,
+    loginFailuresPerAddress: 100,
   })
 })
 

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { connect } from 'node:net'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Type } from '@sinclair/typebox'
 import { loadConfig } from '../../src/config.js'
 import { defineRoute } from '../../src/http/route.js'
 import { PortInUse } from '../../src/http/server.js'
@@ -10,34 +10,14 @@ import { startService } from '../../src/service.js'
 import { DataDirInUse } from '../../src/storage/embedded-postgres.js'
 import { StoreUnreachable } from '../../src/storage/database.js'
 import { request } from '../helpers/http.js'
+import { gatedRoute } from '../helpers/routes.js'
 import { captureLogger, startTestService, tempDir, testEnv } from '../helpers/service.js'
 
 t.test('shutdown - in-flight requests finish, new connections are refused, then stop resolves', async (t) => {
-  let release: (() => void) | undefined
-  let entered: (() => void) | undefined
-  const inside = new Promise<void>((resolve) => {
-    entered = resolve
-  })
-  const slow = defineRoute({
-    method: 'GET',
-    path: '/test/slow',
-    operationId: 'testSlow',
-    summary: 'waits',
-    tags: ['test'],
-    auth: { kind: 'public', reason: 'test' },
-    schemas: {},
-    responses: { 200: { description: 'done', schema: Type.Object({ done: Type.Boolean() }) } },
-    handler: async () => {
-      entered?.()
-      await new Promise<void>((resolve) => {
-        release = resolve
-      })
-      return { body: { done: true } }
-    },
-  })
-  const svc = await startTestService(t, {}, { extraRoutes: [slow] })
+  const slow = gatedRoute('/test/slow')
+  const svc = await startTestService(t, {}, { extraRoutes: [slow.route] })
   const pending = request(svc.url, '/test/slow')
-  await inside
+  await slow.entered
   let stopped = false
   const stopping = svc.stop().then(() => {
     stopped = true
@@ -46,7 +26,7 @@ t.test('shutdown - in-flight requests finish, new connections are refused, then 
   t.equal(svc.services.state.accepting, false, 'the node says it no longer accepts work')
   await t.rejects(request(svc.url, '/healthz'), { code: 'ECONNREFUSED' }, 'the listen socket is closed')
   t.equal(stopped, false, 'stop waits for the in-flight request')
-  release?.()
+  slow.release()
   const res = await pending
   t.equal(res.status, 200, 'the in-flight request completed')
   t.same(res.json, { done: true })
@@ -123,4 +103,78 @@ t.test('embedded - a DATA_DIR held by a live process is refused; a stale lock is
   const next = await startService(loadConfig(testEnv(t, env)), { logger })
   t.teardown(() => next.stop())
   t.equal((await request(next.url, '/readyz')).status, 200)
+})
+
+t.test('shutdown - a kept-alive connection gets 503 shutting_down and is closed once draining began', async (t) => {
+  const slow = gatedRoute('/test/slow')
+  const svc = await startTestService(t, {}, { extraRoutes: [slow.route] })
+  const socket = connect(svc.port, '127.0.0.1')
+  t.teardown(() => socket.destroy())
+  let received = ''
+  let closed = false
+  socket.on('data', (chunk) => {
+    received += chunk.toString('latin1')
+  })
+  socket.on('close', () => {
+    closed = true
+  })
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  while (!received.includes('"status":"ok"')) await new Promise((r) => socket.once('data', r))
+  t.notMatch(received, /connection: close/i, 'kept alive before shutdown')
+
+  const pending = request(svc.url, '/test/slow')
+  await slow.entered
+  const stopping = svc.stop()
+  received = ''
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  while (!closed) await new Promise((r) => socket.once('close', r))
+  t.match(received, /^HTTP\/1\.1 503 /)
+  t.match(received, /"error":"shutting_down"/)
+  t.match(received, /Connection: close/i)
+  slow.release()
+  t.equal((await pending).status, 200, 'the in-flight request still completed')
+  await stopping
+})
+
+t.test('deadline - an async handler that never answers gets 503 request_timeout', async (t) => {
+  const never = defineRoute({
+    method: 'GET',
+    path: '/test/never',
+    operationId: 'testNever',
+    summary: 'never answers',
+    tags: ['test'],
+    auth: { kind: 'public', reason: 'test' },
+    schemas: {},
+    responses: {},
+    handler: () => new Promise<never>(() => undefined),
+  })
+  const svc = await startTestService(t, { REQUEST_TIMEOUT_MS: '100', SHUTDOWN_TIMEOUT_MS: '0' }, { extraRoutes: [never] })
+  const res = await request(svc.url, '/test/never')
+  t.equal(res.status, 503)
+  t.equal(res.json.error, 'request_timeout')
+  t.equal(res.headers['retry-after'], '1')
+})
+
+t.test('embedded - a DATA_DIR whose lock names another live process is refused', async (t) => {
+  const dataDir = tempDir(t)
+  const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+  t.teardown(() => {
+    other.kill('SIGKILL')
+  })
+  writeFileSync(join(dataDir, 'printfarm.pid'), String(other.pid))
+  const { logger } = captureLogger()
+  const error = await startService(loadConfig(testEnv(t, { DATABASE_URL: undefined, DATA_DIR: dataDir })), { logger }).then(
+    (svc) => svc.stop().then(() => undefined),
+    (e: unknown) => e,
+  )
+  t.type(error, DataDirInUse)
+  t.match((error as Error).message, new RegExp(`in use by process ${other.pid}`))
+})
+
+t.test('embedded - the MQTT broker and the service meet on a specific HOST, not only on 127.0.0.1', async (t) => {
+  const svc = await startTestService(t, { HOST: '127.0.0.2', MQTT_URL: undefined })
+  t.equal(svc.services.mqtt.broker?.host, '127.0.0.2')
+  t.equal(svc.services.mqtt.client.connected, true)
+  t.equal((await request(`http://127.0.0.2:${svc.port}`, '/readyz')).json.checks.broker.ok, true)
 })

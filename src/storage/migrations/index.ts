@@ -4,6 +4,7 @@
  * add a new one. SQL lives in TypeScript modules so the build carries it.
  */
 import { serviceMeta } from './0001-service-meta.js'
+import { accounts } from './0002-accounts.js'
 
 export interface Migration {
   readonly version: number
@@ -11,4 +12,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta]
+export const migrations: readonly Migration[] = [serviceMeta, accounts]

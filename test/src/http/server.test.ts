@@ -7,6 +7,9 @@ import { startTestService } from '../../helpers/service.js'
 
 const testAuth = { kind: 'public', reason: 'test route' } as const
 let releaseSlow: (() => void) | undefined
+let slowEntered: (() => void) | undefined
+let releaseHold: (() => void) | undefined
+let holdEntered: (() => void) | undefined
 
 const probes: Route<RouteSchemas, Services>[] = [
   defineRoute({
@@ -106,9 +109,86 @@ const probes: Route<RouteSchemas, Services>[] = [
     handler: async () => {
       await new Promise<void>((resolve) => {
         releaseSlow = resolve
+        slowEntered?.()
       })
       return { body: { slow: true } }
     },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/test/hold',
+    operationId: 'testHold',
+    summary: 'reads its body, then waits until released',
+    tags: ['test'],
+    auth: testAuth,
+    emptyBodyAllowed: true,
+    schemas: { body: Type.Object({}) },
+    responses: {},
+    handler: async () => {
+      await new Promise<void>((resolve) => {
+        releaseHold = resolve
+        holdEntered?.()
+      })
+      return { status: 202 }
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/test/async-boom',
+    operationId: 'testAsyncBoom',
+    summary: 'async handler bug',
+    tags: ['test'],
+    auth: testAuth,
+    schemas: {},
+    responses: {},
+    handler: async () => {
+      await Promise.resolve()
+      throw new Error('async secret')
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/test/no-reply',
+    operationId: 'testNoReply',
+    summary: 'async handler that forgets its reply',
+    tags: ['test'],
+    auth: testAuth,
+    schemas: {},
+    responses: {},
+    handler: (async () => undefined) as unknown as () => Promise<{ body: unknown }>,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/test/unserialisable',
+    operationId: 'testUnserialisable',
+    summary: 'async reply that cannot be JSON',
+    tags: ['test'],
+    auth: testAuth,
+    schemas: {},
+    responses: {},
+    handler: async () => ({ body: { n: 10n } }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/test/header-injection',
+    operationId: 'testHeaderInjection',
+    summary: 'a header value with a line break',
+    tags: ['test'],
+    auth: testAuth,
+    schemas: {},
+    responses: {},
+    handler: async (req) => ({ body: {}, headers: { 'x-echo': String(req.query['v'] ?? '') } }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/test/accepted',
+    operationId: 'testAccepted',
+    summary: 'bodiless 202',
+    tags: ['test'],
+    auth: testAuth,
+    schemas: {},
+    responses: {},
+    handler: () => ({ status: 202 }),
   }),
 ]
 
@@ -176,6 +256,15 @@ t.test('errors - a chunked body that grows past the limit is cut off with 413', 
   t.match(response, /^HTTP\/1\.1 413 /)
   t.match(response, /payload_too_large/)
   await healthy(t)
+})
+
+t.test('errors - a chunked body cut off at the limit ends that connection', async (t) => {
+  const chunk = Buffer.alloc(16_384, 'a')
+  const { closedByServer } = await rawExchange(svc.port, (s) => {
+    s.write('POST /test/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n')
+    for (let i = 0; i < 6; i++) s.write(`${chunk.length.toString(16)}\r\n${chunk.toString()}\r\n`)
+  })
+  t.ok(closedByServer, 'the rest of the body is not read as a next request')
 })
 
 t.test('errors - a body just under the limit is read whole', async (t) => {
@@ -358,11 +447,59 @@ t.test('head - HEAD of a GET route answers headers without a body', async (t) =>
 })
 
 t.test('concurrency - a slow request does not hold up others', async (t) => {
+  const entered = new Promise<void>((resolve) => {
+    slowEntered = resolve
+  })
   const slow = request(url, '/test/slow')
-  for (let i = 0; i < 100 && releaseSlow === undefined; i++) await new Promise((r) => setTimeout(r, 10))
+  await entered
   const quick = await request(url, '/healthz')
   t.equal(quick.status, 200)
   releaseSlow?.()
   releaseSlow = undefined
   t.equal((await slow).status, 200)
+})
+
+t.test('faults - an async handler that throws, forgets its reply or returns what JSON cannot hold is a 500, never a crash', async (t) => {
+  for (const path of ['/test/async-boom', '/test/no-reply', '/test/unserialisable']) {
+    const res = await request(url, path)
+    t.equal(res.status, 500, path)
+    t.equal(res.json.error, 'internal_error')
+    t.notMatch(res.text, /async secret/)
+  }
+  await healthy(t)
+})
+
+t.test('faults - a header value with a line break is refused, never written', async (t) => {
+  const res = await request(url, '/test/header-injection?v=' + encodeURIComponent('x\r\nset-cookie: stolen=1'))
+  t.equal(res.status, 500)
+  t.equal(res.headers['set-cookie'], undefined)
+  t.equal(res.headers['x-echo'], undefined)
+  t.equal((await request(url, '/test/header-injection?v=fine')).headers['x-echo'], 'fine')
+})
+
+t.test('framing - bodiless replies carry a correct length', async (t) => {
+  const { response } = await rawExchange(svc.port, (s) => s.write('OPTIONS /test/echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'))
+  t.match(response, /^HTTP\/1\.1 204 /)
+  t.notMatch(response, /Content-Length: [1-9]/i, 'a 204 announces no body')
+  const accepted = await rawExchange(svc.port, (s) => s.write('GET /test/accepted HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'))
+  t.match(accepted.response, /^HTTP\/1\.1 202 /)
+  t.match(accepted.response, /Content-Length: 0\r\n/i, 'an empty 202 says so')
+})
+
+t.test('lifecycle - a request stays in flight until its handler settles, even after the client left', async (t) => {
+  const entered = new Promise<void>((resolve) => {
+    holdEntered = resolve
+  })
+  const before = svc.http.inFlight
+  await rawExchange(svc.port, (s) => s.write('POST /test/hold HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'), { closeAfterWrite: false, maxWaitMs: 1 }).catch(() => undefined)
+  await entered
+  // The client socket is gone (rawExchange destroyed it); the handler still runs.
+  for (let i = 0; i < 200 && metricValue((await request(url, '/metrics')).text, 'http_requests_aborted_total{route="/test/hold"}') === 0; i++) {
+    await new Promise((r) => setImmediate(r))
+  }
+  t.equal(metricValue((await request(url, '/metrics')).text, 'http_requests_aborted_total{route="/test/hold"}'), 1, 'the abort was seen')
+  t.equal(svc.http.inFlight, before + 1, 'still in flight while the handler runs')
+  releaseHold?.()
+  for (let i = 0; i < 200 && svc.http.inFlight !== before; i++) await new Promise((r) => setImmediate(r))
+  t.equal(svc.http.inFlight, before, 'released once the handler settled')
 })

@@ -1,0 +1,148 @@
+/**
+ * Users, organizations and memberships in the store (DESIGN section 9).
+ * Every function takes the connection or transaction to run on, so callers
+ * compose them into one transaction where a change must be all-or-nothing.
+ */
+import { randomBytes } from 'node:crypto'
+import { ServiceError } from '../../protocol/errors.js'
+import type { Logger } from '../log.js'
+import type { Queryable } from '../storage/database.js'
+import { hashPassword } from './passwords.js'
+
+export type Role = 'admin' | 'member'
+
+export interface User {
+  id: string
+  email: string
+  createdAt: string
+}
+
+export interface Organization {
+  id: string
+  name: string
+  createdAt: string
+}
+
+export interface Membership {
+  organizationId: string
+  name: string
+  role: Role
+}
+
+export interface Member {
+  userId: string
+  email: string
+  role: Role
+  joinedAt: string
+}
+
+export const emailKey = (email: string): string => email.trim().toLowerCase()
+
+export async function findUserForLogin(sql: Queryable, email: string): Promise<{ id: string; passwordHash: string } | undefined> {
+  const [row] = await sql<{ id: string; password_hash: string }[]>`select id, password_hash from users where email_key = ${emailKey(email)}`
+  return row && { id: row.id, passwordHash: row.password_hash }
+}
+
+export async function getUser(sql: Queryable, userId: string): Promise<User | undefined> {
+  const [row] = await sql<{ id: string; email: string; created_at: Date }[]>`select id, email, created_at from users where id = ${userId}`
+  return row && { id: row.id, email: row.email, createdAt: row.created_at.toISOString() }
+}
+
+export async function createUser(sql: Queryable, email: string, password: string): Promise<User> {
+  const hash = await hashPassword(password)
+  const [row] = await sql<{ id: string; created_at: Date }[]>`
+    insert into users (email, email_key, password_hash) values (${email.trim()}, ${emailKey(email)}, ${hash})
+    on conflict (email_key) do nothing
+    returning id, created_at`
+  if (row === undefined) throw new ServiceError('user_exists', 'that email already has an account; add it as a member without a password')
+  return { id: row.id, email: email.trim(), createdAt: row.created_at.toISOString() }
+}
+
+export async function membershipsOf(sql: Queryable, userId: string): Promise<Membership[]> {
+  const rows = await sql<{ organization_id: string; name: string; role: Role }[]>`
+    select m.organization_id, o.name, m.role from memberships m join organizations o on o.id = m.organization_id
+    where m.user_id = ${userId} order by o.created_at, o.id`
+  return rows.map((r) => ({ organizationId: r.organization_id, name: r.name, role: r.role }))
+}
+
+export async function roleIn(sql: Queryable, userId: string, organizationId: string): Promise<Role | undefined> {
+  const [row] = await sql<{ role: Role }[]>`select role from memberships where user_id = ${userId} and organization_id = ${organizationId}`
+  return row?.role
+}
+
+export async function createOrganization(sql: Queryable, name: string, adminUserId: string): Promise<Organization> {
+  const [org] = await sql<{ id: string; created_at: Date }[]>`insert into organizations (name) values (${name}) returning id, created_at`
+  await sql`insert into memberships (organization_id, user_id, role) values (${org!.id}, ${adminUserId}, 'admin')`
+  return { id: org!.id, name, createdAt: org!.created_at.toISOString() }
+}
+
+export async function listMembers(sql: Queryable, organizationId: string): Promise<Member[]> {
+  const rows = await sql<{ user_id: string; email: string; role: Role; created_at: Date }[]>`
+    select m.user_id, u.email, m.role, m.created_at from memberships m join users u on u.id = m.user_id
+    where m.organization_id = ${organizationId} order by m.created_at, m.user_id`
+  return rows.map((r) => ({ userId: r.user_id, email: r.email, role: r.role, joinedAt: r.created_at.toISOString() }))
+}
+
+/**
+ * Adds a person to an organization. A new email becomes an account with the
+ * given password; an existing account is added as it is, and giving it a
+ * password is refused rather than silently ignored (nobody sets another
+ * person's password). An existing membership has its role updated.
+ */
+export async function addMember(sql: Queryable, organizationId: string, email: string, password: string | undefined, role: Role): Promise<Member> {
+  const existing = await findUserForLogin(sql, email)
+  let userId: string
+  if (existing !== undefined) {
+    if (password !== undefined) throw new ServiceError('user_exists', 'that email already has an account; add it as a member without a password')
+    userId = existing.id
+  } else {
+    if (password === undefined) throw new ServiceError('password_required', 'a new account needs a password (12 to 200 characters)')
+    userId = (await createUser(sql, email, password)).id
+  }
+  const [row] = await sql<{ created_at: Date }[]>`
+    insert into memberships (organization_id, user_id, role) values (${organizationId}, ${userId}, ${role})
+    on conflict (organization_id, user_id) do update set role = excluded.role
+    returning created_at`
+  const user = await getUser(sql, userId)
+  return { userId, email: user!.email, role, joinedAt: row!.created_at.toISOString() }
+}
+
+/** Removes a member; refuses to leave the organization without an admin. Run inside a transaction. */
+export async function removeMember(sql: Queryable, organizationId: string, userId: string): Promise<void> {
+  // Lock the organization's admin rows so two concurrent removals cannot each leave one admin.
+  const admins = await sql<{ user_id: string }[]>`
+    select user_id from memberships where organization_id = ${organizationId} and role = 'admin' order by user_id for update`
+  const [target] = await sql<{ role: Role }[]>`select role from memberships where organization_id = ${organizationId} and user_id = ${userId} for update`
+  if (target === undefined) throw new ServiceError('member_not_found', 'no such member in this organization')
+  if (target.role === 'admin' && admins.length <= 1) {
+    throw new ServiceError('last_admin', 'this is the last admin of the organization; make another member admin first')
+  }
+  await sql`delete from memberships where organization_id = ${organizationId} and user_id = ${userId}`
+}
+
+/** Advisory lock key for first-start bootstrap ("PFAD"). */
+const BOOTSTRAP_LOCK = 0x5046_4144
+
+/**
+ * First start of an empty database: one organization and its admin, from
+ * PRINTFARM_ADMIN_EMAIL / PRINTFARM_ADMIN_PASSWORD; a generated password is
+ * printed once and never stored in clear. Under an advisory lock, so two nodes
+ * starting together create one admin, not two.
+ */
+export async function bootstrapAdmin(
+  sql: { begin<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> },
+  options: { email: string | undefined; password: string | undefined },
+  logger: Logger,
+): Promise<{ email: string; generatedPassword: string | undefined } | undefined> {
+  return sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(${BOOTSTRAP_LOCK})`
+    const [any] = await tx`select 1 from users limit 1`
+    if (any !== undefined) return undefined
+    const email = options.email ?? 'admin@printfarm.local'
+    const generatedPassword = options.password === undefined ? randomBytes(15).toString('base64url') : undefined
+    const user = await createUser(tx, email, options.password ?? generatedPassword!)
+    const org = await createOrganization(tx, 'My farm', user.id)
+    logger.info('first start: organization and admin created', { organizationId: org.id, email })
+    return { email, generatedPassword }
+  })
+}

@@ -1,0 +1,112 @@
+/**
+ * Signing in and out (DESIGN section 9): password login, refresh rotation,
+ * logout, the caller's own account, and the public keys that verify tokens.
+ */
+import { ServiceError } from '../../protocol/errors.js'
+import { JwksSchema, LoginBody, MeSchema, RefreshBody, TokenPairSchema } from '../../protocol/schemas/accounts.js'
+import { emailKey, findUserForLogin, getUser, membershipsOf } from '../auth/accounts.js'
+import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
+import type { Services } from '../services.js'
+
+function rateLimited(seconds: number): ServiceError {
+  return new ServiceError('rate_limited', `too many failed sign-ins; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
+}
+
+export const loginRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/auth/login',
+  operationId: 'login',
+  summary: 'Sign in with email and password; returns an access token and a refresh token.',
+  description:
+    'Access tokens are ES256 JWTs valid for 15 minutes (verify with /.well-known/jwks.json). Refresh tokens are single use, valid 30 days. ' +
+    'Failed sign-ins are limited per account and per address (429 with Retry-After); successful ones are not.',
+  tags: ['auth'],
+  auth: { kind: 'public', reason: 'signing in is how a credential is obtained' },
+  schemas: { body: LoginBody },
+  responses: { 200: { description: 'Signed in.', schema: TokenPairSchema } },
+  errors: ['invalid_credentials', 'rate_limited'],
+  handler: async (req, svc: Services) => {
+    const { email, password } = req.body
+    const accountKey = `account:${emailKey(email)}`
+    const addressKey = `address:${req.remoteAddress}`
+    const wait = svc.loginFailures.account.blockedFor(accountKey) ?? svc.loginFailures.address.blockedFor(addressKey)
+    if (wait !== undefined) throw rateLimited(wait)
+    const user = await findUserForLogin(svc.db.sql, email)
+    // An unknown email costs a full hash too, so response time does not reveal which emails exist.
+    const ok = await verifyPassword(password, user?.passwordHash ?? (await decoyHash()))
+    if (user === undefined || !ok) {
+      svc.loginFailures.account.fail(accountKey)
+      svc.loginFailures.address.fail(addressKey)
+      throw new ServiceError('invalid_credentials', 'the email or password is wrong')
+    }
+    svc.loginFailures.account.reset(accountKey)
+    if (needsRehash(user.passwordHash)) {
+      await svc.db.sql`update users set password_hash = ${await hashPassword(password)} where id = ${user.id}`
+    }
+    return { body: await svc.sessions.start(user.id) }
+  },
+})
+
+export const refreshRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/auth/refresh',
+  operationId: 'refreshSession',
+  summary: 'Exchange a refresh token for a new access token and a new refresh token.',
+  description:
+    'The presented refresh token is spent. Presenting a spent token again revokes every token of that sign-in (reuse detection, RFC 6819 5.2.2.3): sign in again.',
+  tags: ['auth'],
+  auth: { kind: 'public', reason: 'the refresh token in the body is the credential' },
+  schemas: { body: RefreshBody },
+  responses: { 200: { description: 'New tokens.', schema: TokenPairSchema } },
+  errors: ['refresh_token_invalid', 'refresh_token_reused'],
+  handler: async (req, svc: Services) => ({ body: await svc.sessions.refresh(req.body.refresh_token) }),
+})
+
+export const logoutRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/auth/logout',
+  operationId: 'logout',
+  summary: 'End a sign-in: its refresh tokens stop working at once.',
+  description: 'Access tokens already issued stay valid until they expire (at most 15 minutes). Idempotent: an unknown token is not an error.',
+  tags: ['auth'],
+  auth: { kind: 'public', reason: 'the refresh token in the body is the credential' },
+  schemas: { body: RefreshBody },
+  responses: { 204: { description: 'Signed out.' } },
+  handler: async (req, svc: Services) => {
+    await svc.sessions.logout(req.body.refresh_token)
+    return { status: 204 }
+  },
+})
+
+export const meRoute = defineRoute({
+  method: 'GET',
+  path: '/v1/me',
+  operationId: 'getMe',
+  summary: 'The signed-in user and the organizations they belong to, with their role in each.',
+  tags: ['auth'],
+  auth: { kind: 'user' },
+  schemas: {},
+  responses: { 200: { description: 'The caller.', schema: MeSchema } },
+  handler: async (req, svc: Services) => {
+    if (req.principal.kind !== 'user') throw new TypeError('user route without a user principal')
+    const user = await getUser(svc.db.sql, req.principal.userId)
+    if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
+    const organizations = (await membershipsOf(svc.db.sql, user.id)).map((m) => ({ id: m.organizationId, name: m.name, role: m.role }))
+    return { body: { user, organizations } }
+  },
+})
+
+export const jwksRoute = defineRoute({
+  method: 'GET',
+  path: '/.well-known/jwks.json',
+  operationId: 'getJwks',
+  summary: 'Public keys (JWKS) that verify the access tokens this service signs.',
+  tags: ['auth', 'discovery'],
+  auth: { kind: 'public', reason: 'public keys are public by design' },
+  schemas: {},
+  responses: { 200: { description: 'The key set.', schema: JwksSchema } },
+  handler: (_req, svc: Services) => ({ body: svc.keyring.jwks(), headers: { 'cache-control': 'public, max-age=300' } }),
+})
+
+export const authRoutes: readonly Route<RouteSchemas, Services>[] = [loginRoute, refreshRoute, logoutRoute, meRoute, jwksRoute]
