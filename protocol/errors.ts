@@ -68,6 +68,18 @@ export const errorCodes = {
     status: 401,
     description: 'A refresh token was presented after it had been rotated; every session of that sign-in was revoked. Sign in again.',
   },
+  api_key_disabled: {
+    status: 401,
+    description: 'The API key has been disabled by an admin of its organization.',
+  },
+  api_key_expired: {
+    status: 401,
+    description: 'The API key has passed its expiry time. Create a new one, or have an admin extend it.',
+  },
+  session_required: {
+    status: 403,
+    description: 'This route is for signed-in people only; API keys cannot use it.',
+  },
   insufficient_scope: {
     status: 403,
     description: 'The credential lacks the scope this route needs; the message names it.',
@@ -101,6 +113,26 @@ export const errorCodes = {
   last_admin: {
     status: 409,
     description: 'The organization would be left without an admin. Make another member admin first.',
+  },
+  api_key_not_found: {
+    status: 404,
+    description: 'No such API key in this organization.',
+  },
+  auth_code_not_found: {
+    status: 404,
+    description: 'No such pairing code. Check it, or generate a new one on the bridge.',
+  },
+  auth_code_pending: {
+    status: 400,
+    description: 'The pairing code has not been verified yet: a signed-in admin must confirm it first. Poll again.',
+  },
+  auth_code_expired: {
+    status: 400,
+    description: 'The pairing code has expired (10 minutes). Generate a new one.',
+  },
+  auth_code_used: {
+    status: 400,
+    description: 'The pairing code was already verified or exchanged; a code pairs one bridge once.',
   },
   rate_limited: {
     status: 429,

@@ -5,7 +5,8 @@
  */
 import { ConfigError, loadConfig } from './config.js'
 import { createLogger } from './log.js'
-import { startService } from './service.js'
+import { allRoutes, startService } from './service.js'
+import { renderRouteTable } from './route-table.js'
 import { openDatabase } from './storage/database.js'
 import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
@@ -18,6 +19,7 @@ usage: printfarm [command]
 commands:
   serve      run the service (default); configured by environment variables, see README
   migrate    apply pending database migrations and exit
+  routes     print every route with who may call it and the API key scope it needs
   version    print the version
   help       print this text
 `
@@ -30,6 +32,10 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   if (command === 'version' || command === '--version') {
     process.stdout.write(`${serviceVersion}\n`)
+    return 0
+  }
+  if (command === 'routes') {
+    process.stdout.write(renderRouteTable(allRoutes()) + '\n')
     return 0
   }
   if (command !== 'serve' && command !== 'migrate') {

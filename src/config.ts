@@ -34,6 +34,10 @@ export interface Config {
   /** Failed sign-ins per account, then per remote address, allowed in 15 minutes. */
   loginFailuresPerAccount: number
   loginFailuresPerAddress: number
+  /** Pairing codes one address may request in 15 minutes. */
+  authCodesPerAddress: number
+  /** Failed code verifications per user and per address, and unknown codes exchanged per address, in 15 minutes. */
+  authCodeFailuresPerSource: number
 }
 
 export class ConfigError extends Error {
@@ -68,6 +72,8 @@ export const configVariables = [
   'SHUTDOWN_TIMEOUT_MS',
   'LOGIN_FAILURES_PER_ACCOUNT',
   'LOGIN_FAILURES_PER_ADDRESS',
+  'AUTH_CODES_PER_ADDRESS',
+  'AUTH_CODE_FAILURES_PER_SOURCE',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -158,6 +164,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const shutdownTimeoutMs = integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
   const loginFailuresPerAccount = integer('LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000)
   const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
+  const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
+  const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
 
   if (problems.length) throw new ConfigError(problems)
   return {
@@ -180,6 +188,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     shutdownTimeoutMs,
     loginFailuresPerAccount,
     loginFailuresPerAddress,
+    authCodesPerAddress,
+    authCodeFailuresPerSource,
   }
 }
 

@@ -6,6 +6,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { errorCodes, type ErrorCode } from '../protocol/errors.js'
 import { ErrorBodySchema } from '../protocol/schemas/common.js'
+import { ErrorOnlySchema } from '../protocol/schemas/api-keys.js'
 import type { Route, RouteSchemas } from './http/route.js'
 import { apiVersion } from './version.js'
 
@@ -43,7 +44,7 @@ function security(route: Route<RouteSchemas, unknown>): Json[] {
     case 'user':
       return [{ bearerAuth: [] }]
     case 'organization':
-      return [{ bearerAuth: [] }, { apiKey: [route.auth.scope] }]
+      return route.auth.scope === null ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [route.auth.scope] }]
   }
 }
 
@@ -95,7 +96,11 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       responses[String(status)] = {
         description: codes.map((c) => `\`${c}\`: ${errorCodes[c].description}`).join(' '),
         'x-error-codes': codes,
-        content: { 'application/json': { schema: plain(ErrorBodySchema) } },
+        content: {
+          'application/json': {
+            schema: plain(route.errorBody === 'error-only' && (status === 400 || status === 404 || status === 500) ? ErrorOnlySchema : ErrorBodySchema),
+          },
+        },
       }
     }
     const operation: Json = {
@@ -104,7 +109,7 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       ...(route.description ? { description: route.description } : {}),
       tags: [...route.tags],
       security: security(route),
-      'x-auth': route.auth,
+      'x-auth': route.access === undefined ? route.auth : { ...route.auth, access: route.access },
       parameters: [...parameters(route.schemas.params, 'path'), ...parameters(route.schemas.query, 'query')],
       ...(route.schemas.body
         ? { requestBody: { required: !route.emptyBodyAllowed, content: { 'application/json': { schema: plain(route.schemas.body) } } } }

@@ -23,6 +23,9 @@ import { loadKeyring, type Keyring } from './auth/keyring.js'
 import { Sessions } from './auth/sessions.js'
 import { authRoutes } from './routes/auth.js'
 import { organizationRoutes } from './routes/organizations.js'
+import { apiKeyRoutes } from './routes/api-keys.js'
+import { authCodeRoutes } from './routes/auth-codes.js'
+import { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 
 export interface RunningService {
   readonly port: number
@@ -47,7 +50,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
@@ -76,6 +79,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
   let openApi: string | undefined
   const sessions = new Sessions(db.sql, keyring, config.publicBaseUrl)
+  const apiKeyCache = new ApiKeyCache(db.sql)
+  const apiKeyUsage = new UsageLogWriter(db.sql, logger)
+  const pairingWindowMs = loginFailureWindowMs
   const services: Services = {
     config,
     logger,
@@ -87,6 +93,13 @@ export async function startService(config: Config, options: StartOptions = {}): 
     loginFailures: {
       account: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
       address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
+    },
+    apiKeyCache,
+    apiKeyUsage,
+    pairingLimits: {
+      generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
+      verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
+      exchangeFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
     },
     state,
     startedAt: Date.now(),
@@ -105,7 +118,17 @@ export async function startService(config: Config, options: StartOptions = {}): 
       metrics,
       routes,
       services,
-      authenticate: createAuthenticator(db.sql, sessions),
+      authenticate: createAuthenticator(db.sql, sessions, apiKeyCache),
+      onApiKeyUse: (use) =>
+        apiKeyUsage.record({
+          apiKeyId: use.keyId,
+          usedAt: new Date(),
+          method: use.method,
+          route: use.route,
+          status: use.status,
+          remoteAddress: use.remoteAddress,
+          requestId: use.requestId,
+        }),
     })
   } catch (error) {
     await mqtt.close().catch(() => undefined)
@@ -123,6 +146,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       logger.info('shutting down', { inFlight: http.inFlight })
       try {
         await http.close(config.shutdownTimeoutMs)
+        await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
         await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
       } finally {
         await db.close()

@@ -10,6 +10,7 @@ import type { Database } from './storage/database.js'
 import type { FailureLimiter } from './auth/failure-limiter.js'
 import type { Keyring } from './auth/keyring.js'
 import type { Sessions } from './auth/sessions.js'
+import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -29,6 +30,10 @@ export interface Services {
   readonly sessions: Sessions
   /** Failed sign-ins, per account and per remote address. */
   readonly loginFailures: { readonly account: FailureLimiter; readonly address: FailureLimiter }
+  readonly apiKeyCache: ApiKeyCache
+  readonly apiKeyUsage: UsageLogWriter
+  /** Pairing: codes generated per address; failed verifications per user/address; unknown codes exchanged per address. */
+  readonly pairingLimits: { readonly generation: FailureLimiter; readonly verifyFailures: FailureLimiter; readonly exchangeFailures: FailureLimiter }
   readonly startedAt: number
   /** The serialised OpenAPI document (built once). */
   openApiJson(): string

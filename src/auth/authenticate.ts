@@ -7,7 +7,8 @@
 import { ServiceError } from '../../protocol/errors.js'
 import type { Principal, RouteAuth } from '../http/route.js'
 import type { Queryable } from '../storage/database.js'
-import { membershipsOf } from './accounts.js'
+import { membershipsOf, type Membership } from './accounts.js'
+import type { ApiKeyCache } from './api-keys.js'
 import type { Sessions } from './sessions.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -20,36 +21,63 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   return match[1]
 }
 
-export function createAuthenticator(sql: Queryable, sessions: Sessions) {
-  return async function authenticate(auth: RouteAuth, headers: Readonly<Record<string, string>>): Promise<Principal> {
+export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, now: () => number = Date.now) {
+  async function withApiKey(auth: RouteAuth, presented: string, requested: string | undefined): Promise<Principal> {
+    if (auth.kind !== 'organization' || auth.scope === null) {
+      // Checked before the key, so the answer does not depend on whether the key is valid.
+      throw new ServiceError('session_required', 'this route is for signed-in people only; API keys cannot use it')
+    }
+    const key = await apiKeys.resolve(presented)
+    if (key === undefined) throw new ServiceError('unauthorized', 'the API key is not valid')
+    if (!key.enabled) throw new ServiceError('api_key_disabled', 'the API key has been disabled')
+    if (key.expiresAt !== null && key.expiresAt <= now()) throw new ServiceError('api_key_expired', 'the API key has expired')
+    // A key acts for its own organization only; naming another answers as if it did not exist.
+    if (requested !== undefined && requested.toLowerCase() !== key.organizationId) {
+      throw new ServiceError('organization_not_found', 'the API key belongs to another organization')
+    }
+    if (!key.scopes.has(auth.scope)) throw new ServiceError('insufficient_scope', `this route needs the scope ${auth.scope}`)
+    return { kind: 'api_key', keyId: key.id, organizationId: key.organizationId, scopes: key.scopes }
+  }
+
+  return async function authenticate(
+    auth: RouteAuth,
+    headers: Readonly<Record<string, string>>,
+    query: Readonly<Record<string, string | string[]>> = {},
+  ): Promise<Principal> {
     if (auth.kind === 'public') return { kind: 'anonymous' }
+    const fromQuery = query['organizationId']
+    const requested = headers['x-organization-id'] ?? (typeof fromQuery === 'string' ? fromQuery : undefined)
     const token = bearerToken(headers)
     if (token === undefined) {
-      const hint = headers['x-api-key'] !== undefined ? 'API keys are not accepted on this route yet; ' : ''
-      throw new ServiceError('unauthorized', `${hint}sign in and send Authorization: Bearer <access token>`)
+      const apiKey = headers['x-api-key']
+      if (apiKey !== undefined) return withApiKey(auth, apiKey, requested)
+      throw new ServiceError('unauthorized', 'send Authorization: Bearer <access token> (sign in at POST /v1/auth/login) or x-api-key')
     }
     const { userId } = await sessions.verifyAccessToken(token)
     if (auth.kind === 'user') return { kind: 'user', userId }
 
-    const memberships = await membershipsOf(sql, userId)
-    const requested = headers['x-organization-id']
-    let chosen
-    if (requested !== undefined) {
-      // Another organization's id, a malformed one and a missing one all answer the same 404: nothing leaks.
-      chosen = uuidPattern.test(requested) ? memberships.find((m) => m.organizationId === requested.toLowerCase()) : undefined
-      if (chosen === undefined) throw new ServiceError('organization_not_found', 'x-organization-id names no organization of yours')
-    } else if (memberships.length === 1) {
-      chosen = memberships[0]!
-    } else if (memberships.length === 0) {
-      throw new ServiceError('organization_not_found', 'you belong to no organization')
-    } else {
-      throw new ServiceError('organization_required', 'you belong to several organizations: name one with the x-organization-id header')
-    }
+    const chosen = chooseOrganization(await membershipsOf(sql, userId), requested)
     if (auth.admin === true && chosen.role !== 'admin') {
       throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
     }
     return { kind: 'member', userId, organizationId: chosen.organizationId, role: chosen.role }
   }
+}
+
+/**
+ * The organization a signed-in person acts in: the one they named (it must be
+ * theirs), else their only one. Another organization's id, a malformed one
+ * and a missing one all answer the same 404: nothing leaks.
+ */
+export function chooseOrganization(memberships: readonly Membership[], requested: string | undefined): Membership {
+  if (requested !== undefined) {
+    const chosen = uuidPattern.test(requested) ? memberships.find((m) => m.organizationId === requested.toLowerCase()) : undefined
+    if (chosen === undefined) throw new ServiceError('organization_not_found', 'no organization of yours has that id')
+    return chosen
+  }
+  if (memberships.length === 1) return memberships[0]!
+  if (memberships.length === 0) throw new ServiceError('organization_not_found', 'you belong to no organization')
+  throw new ServiceError('organization_required', 'you belong to several organizations: name one with the x-organization-id header')
 }
 
 export type Authenticate = ReturnType<typeof createAuthenticator>

@@ -41,6 +41,10 @@ export class Exchange implements RequestLifecycle {
   readonly host: ExchangeHost
   /** Metrics label: the route template, or a fixed word for requests no route took. */
   label = 'unmatched'
+  /** The matched route answers 400/404/500 with {error} alone (SPEC part 7). */
+  errorOnly = false
+  /** Set when the caller authenticated with an API key (for its usage log). */
+  apiKeyId: string | undefined = undefined
   aborted = false
   done = false
   onAbort: (() => void) | undefined = undefined
@@ -121,11 +125,16 @@ export class Exchange implements RequestLifecycle {
     const coded = error instanceof ServiceError ? error : translateStoreError(error)
     if (coded === undefined) {
       this.host.logger.error('request failed', { requestId: this.requestId, route: this.label, method: this.method, error })
-      const body = errorBody('internal_error', `an unexpected error occurred; quote request id ${this.requestId} when reporting it`, this.requestId)
+      const body = this.errorOnly
+        ? { error: 'internal_error' }
+        : errorBody('internal_error', `an unexpected error occurred; quote request id ${this.requestId} when reporting it`, this.requestId)
       this.send(500, JSON.stringify(body), jsonContentType, noHeaders, closeAfter)
       return
     }
-    const body = { ...errorBody(coded.code, coded.message, this.requestId), ...coded.extra }
+    const body =
+      this.errorOnly && errorOnlyStatuses.has(coded.status)
+        ? { error: coded.code }
+        : { ...errorBody(coded.code, coded.message, this.requestId), ...coded.extra }
     const headers = Object.entries(coded.headers ?? {})
     if ((errorCodes[coded.code] as ErrorCodeInfo).retryable === true && coded.headers?.['retry-after'] === undefined) headers.push(['retry-after', '1'])
     this.send(coded.status, JSON.stringify(body), jsonContentType, headers, closeAfter)
@@ -144,3 +153,4 @@ export class Exchange implements RequestLifecycle {
 }
 
 const noHeaders: readonly [string, string][] = []
+const errorOnlyStatuses = new Set([400, 404, 500])

@@ -50,19 +50,22 @@ export interface ResponseDoc {
  * - `public`: no credential (the reason is documented in the OpenAPI description).
  * - `user`: a signed-in person (bearer session token); no organization involved.
  * - `organization`: acts inside one organization, chosen by x-organization-id
- *   or, when the caller has only one, that one; `admin` routes need the admin role.
- *   `scope` is what an API key or OAuth token must carry for it.
+ *   (or an `organizationId` query parameter) or, when the caller has only one,
+ *   that one; `admin` routes need the admin role of a signed-in person.
+ *   `scope` is what an API key must carry for it (an API key stands in for
+ *   the admin role where it holds the scope); `null` means people only.
  */
 export type RouteAuth =
   | { kind: 'public'; reason: string }
   | { kind: 'user' }
-  | { kind: 'organization'; scope: string; admin?: boolean }
+  | { kind: 'organization'; scope: string | null; admin?: boolean }
 
 /** Who is calling, once the credential was checked. */
 export type Principal =
   | { kind: 'anonymous' }
   | { kind: 'user'; userId: string }
   | { kind: 'member'; userId: string; organizationId: string; role: 'admin' | 'member' }
+  | { kind: 'api_key'; keyId: string; organizationId: string; scopes: ReadonlySet<string> }
 
 export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>
@@ -72,9 +75,16 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly description?: string
   readonly tags: readonly string[]
   readonly auth: RouteAuth
+  /** Who may call it, in words, where the auth kind alone does not say (a role checked against the path). */
+  readonly access?: string
   readonly schemas: S
   /** An empty body is read as `{}` (routes whose body is "empty object"). */
   readonly emptyBodyAllowed?: boolean
+  /**
+   * SPEC part 7: a few routes answer 400/404/500 with `{error}` alone (the
+   * auth-code routes). Other statuses keep the full body.
+   */
+  readonly errorBody?: 'error-only'
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /** Coded errors the handler itself may throw; framing errors are added for every route. */
   readonly errors?: readonly ErrorCode[]

@@ -31,7 +31,9 @@ export interface HttpServerOptions<Svc> {
   routes: readonly Route<RouteSchemas, Svc>[]
   services: Svc
   /** Checks the credential for a non-public route; without it only public routes can be called. */
-  authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>) => Promise<Principal>
+  authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<Principal>
+  /** Told of every answered request whose caller used an API key (usage logs); must not throw or block. */
+  onApiKeyUse?: (use: { keyId: string; method: string; route: string; status: number; remoteAddress: string; requestId: string }) => void
 }
 
 export interface HttpServer {
@@ -117,6 +119,10 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     finished(exchange: Exchange, status: number | undefined): void {
       if (status === undefined) aborted.inc({ route: exchange.label })
       else record(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
+      if (status !== undefined && exchange.apiKeyId !== undefined && options.onApiKeyUse) {
+        const { apiKeyId: keyId, method, label: route, remoteAddress, requestId } = exchange
+        options.onApiKeyUse({ keyId, method, route, status, remoteAddress, requestId })
+      }
     },
     released(): void {
       inFlight--
@@ -165,6 +171,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     const compiled = match.value
     const route = compiled.route
     exchange.label = route.path
+    exchange.errorOnly = route.errorBody === 'error-only'
 
     let bodyRead = !hasBody
     const onError = (error: unknown): void => {
@@ -176,10 +183,16 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
         logger.error('could not send an error response', { requestId, error: sendFailure })
       }
     }
+    const rawParsedQuery = parseQuery(rawQuery)
     // Without a body, a credential or an asynchronous handler, the whole exchange completes in this callback.
     const handle = (body: unknown, principal: Principal): void => {
+      if (principal.kind === 'api_key') {
+        exchange.apiKeyId = principal.keyId
+        // Read while `res` is valid: the usage log needs it after the response has ended.
+        void exchange.remoteAddress
+      }
       const params = validate(compiled.params, match.params) as Record<string, string>
-      const query = validate(compiled.query, parseQuery(rawQuery)) as Record<string, string | string[]>
+      const query = validate(compiled.query, rawParsedQuery) as Record<string, string | string[]>
       const request: RouteRequest = {
         method: method as HttpMethod,
         path,
@@ -225,7 +238,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
       const isPublic = route.auth.kind === 'public'
       if (!isBodyMethod(method as HttpMethod)) {
         if (isPublic) return handle(undefined, anonymous)
-        authenticate(route.auth, headers).then((principal) => handle(undefined, principal)).catch(onError)
+        authenticate(route.auth, headers, rawParsedQuery).then((principal) => handle(undefined, principal)).catch(onError)
         return
       }
       // The body is read from the start (uWS hands out chunks only to a reader already attached);
@@ -234,7 +247,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
         bodyRead = true
         return raw
       })
-      const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers)
+      const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers, rawParsedQuery)
       principal.catch(onError)
       Promise.all([body, principal])
         .then(([raw, who]) => handle(parseBody(raw, headers['content-type'], compiled, route), who))

@@ -20,7 +20,7 @@ import type { Services } from '../services.js'
 import type { Queryable } from '../storage/database.js'
 
 function userOf(principal: Principal): string {
-  if (principal.kind === 'anonymous') throw new TypeError('route without a signed-in principal')
+  if (principal.kind !== 'user' && principal.kind !== 'member') throw new TypeError('route without a signed-in principal')
   return principal.userId
 }
 
@@ -72,6 +72,7 @@ export const addMemberRoute = defineRoute({
     'A new email becomes an account with the given password. An email that already has an account is added as it is, and must come without a password (409 user_exists otherwise): nobody sets another person\'s password.',
   tags: ['organizations'],
   auth: { kind: 'user' },
+  access: 'admin of the organization {id}',
   schemas: { params: OrganizationParams, body: AddMemberBody },
   responses: { 200: { description: 'The member.', schema: MemberSchema } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'user_exists', 'password_required'],
@@ -92,6 +93,7 @@ export const listMembersRoute = defineRoute({
   summary: 'The members of an organization (any member may read it).',
   tags: ['organizations'],
   auth: { kind: 'user' },
+  access: 'member of the organization {id}',
   schemas: { params: OrganizationParams },
   responses: { 200: { description: 'Members.', schema: MemberListSchema } },
   errors: ['organization_not_found'],
@@ -108,6 +110,7 @@ export const removeMemberRoute = defineRoute({
   summary: 'Remove a member (admins only); the last admin cannot be removed.',
   tags: ['organizations'],
   auth: { kind: 'user' },
+  access: 'admin of the organization {id}',
   schemas: { params: MemberParams },
   responses: { 204: { description: 'Removed.' } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'member_not_found', 'last_admin'],

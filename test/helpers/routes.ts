@@ -37,3 +37,21 @@ export function gatedRoute(path: string): Gate {
   })
   return { route, entered, release: () => open() }
 }
+
+/** An organization route that needs `scope` and answers with the principal it was given. */
+export function whoamiRoute(scope: string, path = '/test/whoami'): Route<RouteSchemas, Services> {
+  return defineRoute({
+    method: 'GET',
+    path,
+    operationId: `whoami${path.replace(/[^A-Za-z0-9]/g, '')}`,
+    summary: 'echoes the principal',
+    tags: ['test'],
+    auth: { kind: 'organization', scope },
+    schemas: {},
+    responses: {},
+    handler: (req) => {
+      const p = req.principal
+      return { body: p.kind === 'api_key' ? { kind: p.kind, keyId: p.keyId, organizationId: p.organizationId, scopes: [...p.scopes].sort() } : p }
+    },
+  })
+}

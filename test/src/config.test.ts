@@ -41,6 +41,8 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     requestTimeoutMs: 30_000,
     loginFailuresPerAccount: 10,
     loginFailuresPerAddress: 100,
+    authCodesPerAddress: 200,
+    authCodeFailuresPerSource: 30,
   })
 })
 

@@ -5,6 +5,7 @@
  */
 import { serviceMeta } from './0001-service-meta.js'
 import { accounts } from './0002-accounts.js'
+import { apiKeys } from './0003-api-keys.js'
 
 export interface Migration {
   readonly version: number
@@ -12,4 +13,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys]

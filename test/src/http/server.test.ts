@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import { connect } from 'node:net'
 import { Type } from '@sinclair/typebox'
 import { defineRoute, type Route, type RouteSchemas } from '../../../src/http/route.js'
 import type { Services } from '../../../src/services.js'
@@ -491,9 +492,12 @@ t.test('lifecycle - a request stays in flight until its handler settles, even af
     holdEntered = resolve
   })
   const before = svc.http.inFlight
-  await rawExchange(svc.port, (s) => s.write('POST /test/hold HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'), { closeAfterWrite: false, maxWaitMs: 1 }).catch(() => undefined)
+  const client = connect(svc.port, '127.0.0.1')
+  client.on('error', () => undefined)
+  client.write('POST /test/hold HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}')
   await entered
-  // The client socket is gone (rawExchange destroyed it); the handler still runs.
+  // The client goes away while the handler runs.
+  client.destroy()
   for (let i = 0; i < 200 && metricValue((await request(url, '/metrics')).text, 'http_requests_aborted_total{route="/test/hold"}') === 0; i++) {
     await new Promise((r) => setImmediate(r))
   }

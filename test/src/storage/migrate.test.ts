@@ -35,8 +35,12 @@ for (const backend of backends) {
     t.same(second.applied, [])
     const rows = await db.sql<{ version: number }[]>`select version from schema_migrations order by version`
     t.same(rows.map((r) => r.version), migrations.map((m) => m.version))
-    const [where] = await db.sql<{ schema: string }[]>`select table_schema as schema from information_schema.tables where table_name = 'service_meta'`
-    t.equal(where?.schema, db.schema, 'tables land in the configured schema')
+    // Other test files share this PostgreSQL, each in a schema of its own: ask about ours.
+    const [where] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from information_schema.tables where table_name = 'service_meta' and table_schema = ${db.schema}`
+    t.equal(where?.n, 1, 'tables land in the configured schema')
+    const [unqualified] = await db.sql<{ schema: string }[]>`select current_schema() as schema`
+    t.equal(unqualified?.schema, db.schema, 'unqualified names resolve to it')
   })
 
   t.test(`${backend} - a failing migration leaves the schema exactly as it was`, async (t) => {

@@ -1,0 +1,51 @@
+/**
+ * Scope values (SPEC part 2). An API key or OAuth token carries some of
+ * these; every route that accepts one names the scope it needs.
+ */
+export const consentScopes = [
+  'printers:read',
+  'printers:write',
+  'jobs:read',
+  'jobs:write',
+  'telemetry:read',
+  'models:read',
+  'models:write',
+  'files:read',
+  'files:write',
+  'print-jobs:read',
+  'print-jobs:write',
+  'inventory:read',
+  'inventory:write',
+  'makes:read',
+  'makes:write',
+  'fleet:read',
+  'fleet:write',
+  'host:pair',
+  'print:launch',
+] as const
+
+export type Scope = (typeof consentScopes)[number]
+
+/** OAuth client scopes (17): the consent scopes without host:pair and print:launch. */
+export const clientScopes = consentScopes.filter((s) => s !== 'host:pair' && s !== 'print:launch')
+
+/**
+ * What a bridge paired through an auth code may do (SPEC part 5, bridge
+ * pairing): read its printers' configuration, post their events and
+ * connection state, follow and update the jobs it runs, fetch the files it
+ * prints. Nothing that changes the fleet, inventory or accounts.
+ */
+export const bridgeScopes = [
+  'printers:read',
+  'printers:write',
+  'jobs:read',
+  'jobs:write',
+  'print-jobs:read',
+  'print-jobs:write',
+  'files:read',
+  'fleet:read',
+] as const satisfies readonly Scope[]
+
+export function isScope(value: string): value is Scope {
+  return (consentScopes as readonly string[]).includes(value)
+}
