@@ -8,6 +8,7 @@ import { errorCodes, type ErrorCode } from '../protocol/errors.js'
 import { ErrorBodySchema } from '../protocol/schemas/common.js'
 import { ErrorOnlySchema } from '../protocol/schemas/api-keys.js'
 import type { Route, RouteSchemas } from './http/route.js'
+import { renderRouteTable } from './route-table.js'
 import { apiVersion } from './version.js'
 
 type Json = Record<string, unknown>
@@ -125,10 +126,22 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       title: 'printfarm',
       version: apiVersion,
       summary: 'Backend for 3D print farms.',
-      description:
-        'REST API of a 3D print farm service: printers and their events, jobs, models and files, materials, displays.\n\n' +
-        'Every error body is `{error, message}` (plus `requestId`); `error` is one of these codes:\n\n' +
+      description: [
+        'REST API of a 3D print farm service: printers and their events, jobs, models and files, materials, displays.',
+        '## Accounts',
+        'Every resource belongs to one organization; people belong to organizations as `admin` (may change it) or `member` (may use it). ' +
+          'Sign in with `POST /v1/auth/login` for an ES256 access token (15 minutes, keys at `/.well-known/jwks.json`) and a single-use refresh token (30 days; ' +
+          'reuse of a spent one revokes the whole sign-in). Routes acting in an organization take it from `x-organization-id` (or `organizationId`), ' +
+          'else the caller\'s only one. API keys (`x-api-key`) act for their own organization, on routes that accept their scope.',
+        '## Pairing a bridge',
+        '`POST /v1/auth-codes` (no credential) gives a 10-character code valid 10 minutes; an organization admin confirms it with ' +
+          '`POST /v1/auth-codes/verify`; the bridge polls `GET /v1/auth-codes/verify/{code}` until it gets, exactly once, an API key with the bridge scopes.',
+        '## Who may call what',
+        renderRouteTable(routes),
+        '## Errors',
+        'Every error body is `{error, message}` (plus `requestId`); the auth-code routes answer 400/404/500 with `{error}` only. `error` is one of:',
         errorTable(),
+      ].join('\n\n'),
     },
     servers: [{ url: options.publicBaseUrl }],
     paths,

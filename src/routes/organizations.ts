@@ -90,15 +90,15 @@ export const listMembersRoute = defineRoute({
   method: 'GET',
   path: '/v1/organizations/{id}/members',
   operationId: 'listMembers',
-  summary: 'The members of an organization (any member may read it).',
+  summary: 'The members of an organization (admins).',
   tags: ['organizations'],
   auth: { kind: 'user' },
-  access: 'member of the organization {id}',
+  access: 'admin of the organization {id}',
   schemas: { params: OrganizationParams },
   responses: { 200: { description: 'Members.', schema: MemberListSchema } },
-  errors: ['organization_not_found'],
+  errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED'],
   handler: async (req, svc: Services) => {
-    await requireRole(svc.db.sql, userOf(req.principal), req.params.id, 'member')
+    await requireRole(svc.db.sql, userOf(req.principal), req.params.id, 'admin')
     return { body: { members: await listMembers(svc.db.sql, req.params.id) } }
   },
 })

@@ -41,9 +41,11 @@ t.test('members - an admin adds a new account, which can then sign in as a membe
   const operator = await signIn(url, 'operator@test.printfarm', 'operator-password-1')
   const me = await request(url, '/v1/me', { headers: operator.auth })
   t.same(me.json.organizations.map((o: { id: string; role: string }) => [o.id, o.role]), [[farmId, 'member']])
-  const members = await request(url, `/v1/organizations/${farmId}/members`, { headers: operator.auth })
-  t.equal(members.status, 200, 'members may read the member list')
-  t.ok(members.json.members.some((m: { email: string }) => m.email === testAdmin.email))
+  const members = await request(url, `/v1/organizations/${farmId}/members`, { headers: admin.auth })
+  t.ok(members.json.members.some((m: { email: string; role: string }) => m.email === 'Operator@Test.Printfarm' && m.role === 'member'))
+  const asMember = await request(url, `/v1/organizations/${farmId}/members`, { headers: operator.auth })
+  t.equal(asMember.status, 403, 'the member list is for admins')
+  t.equal(asMember.json.error, 'ORG_ADMIN_REQUIRED')
 })
 
 t.test('members - a member may not change the organization: 403 ORG_ADMIN_REQUIRED', async (t) => {
