@@ -134,6 +134,18 @@ export const errorCodes = {
     status: 400,
     description: 'The pairing code was already verified or exchanged; a code pairs one bridge once.',
   },
+  printer_not_found: {
+    status: 404,
+    description: 'No such printer in this organization.',
+  },
+  printer_assigned_elsewhere: {
+    status: 409,
+    description: 'The printer is assigned to another host; move it with PUT /v1/printers/{id}/host-assignment.',
+  },
+  serial_number_taken: {
+    status: 409,
+    description: 'Another printer of this organization has that serial number (the upsert key).',
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',

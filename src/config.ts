@@ -38,6 +38,8 @@ export interface Config {
   authCodesPerAddress: number
   /** Failed code verifications per user and per address, and unknown codes exchanged per address, in 15 minutes. */
   authCodeFailuresPerSource: number
+  /** 32-byte key that seals stored printer credentials; undefined → a key kept in the store. */
+  secretKey: Buffer | undefined
 }
 
 export class ConfigError extends Error {
@@ -74,6 +76,7 @@ export const configVariables = [
   'LOGIN_FAILURES_PER_ADDRESS',
   'AUTH_CODES_PER_ADDRESS',
   'AUTH_CODE_FAILURES_PER_SOURCE',
+  'PRINTFARM_SECRET_KEY',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -166,6 +169,15 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
   const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
   const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
+  const secretKeyRaw = read('PRINTFARM_SECRET_KEY')
+  let secretKey: Buffer | undefined
+  if (secretKeyRaw !== undefined) {
+    secretKey = /^[A-Za-z0-9+/_-]+={0,2}$/.test(secretKeyRaw) ? Buffer.from(secretKeyRaw, 'base64') : undefined
+    if (secretKey?.length !== 32) {
+      problems.push('PRINTFARM_SECRET_KEY must be 32 random bytes in base64 (e.g. from: openssl rand -base64 32)')
+      secretKey = undefined
+    }
+  }
 
   if (problems.length) throw new ConfigError(problems)
   return {
@@ -190,6 +202,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     loginFailuresPerAddress,
     authCodesPerAddress,
     authCodeFailuresPerSource,
+    secretKey,
   }
 }
 

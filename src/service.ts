@@ -26,6 +26,10 @@ import { organizationRoutes } from './routes/organizations.js'
 import { apiKeyRoutes } from './routes/api-keys.js'
 import { authCodeRoutes } from './routes/auth-codes.js'
 import { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
+import { PrinterConfigStore } from './printers/config-store.js'
+import { printerConfigRoutes } from './routes/printer-config.js'
+import { loadSealedBox } from './secrets/sealing-key.js'
+import type { SealedBox } from './secrets/sealed-box.js'
 
 export interface RunningService {
   readonly port: number
@@ -50,7 +54,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
@@ -63,11 +67,13 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const state: NodeState = { migrationsVersion: 0, accepting: true }
   let mqtt: MqttConnection
   let keyring: Keyring
+  let sealedBox: SealedBox
   let bootstrap: RunningService['bootstrap']
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
     keyring = await loadKeyring(db.sql, logger)
+    sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
     mqtt = await connectMqtt(config, logger)
   } catch (error) {
@@ -96,6 +102,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     },
     apiKeyCache,
     apiKeyUsage,
+    printerConfig: new PrinterConfigStore(db, sealedBox, logger),
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),

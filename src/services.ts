@@ -11,6 +11,7 @@ import type { FailureLimiter } from './auth/failure-limiter.js'
 import type { Keyring } from './auth/keyring.js'
 import type { Sessions } from './auth/sessions.js'
 import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
+import type { PrinterConfigStore } from './printers/config-store.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -25,6 +26,7 @@ export interface Services {
   readonly metrics: MetricsRegistry
   readonly db: Database
   readonly mqtt: MqttConnection
+  readonly printerConfig: PrinterConfigStore
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

@@ -17,13 +17,9 @@ import {
   UsageLogSchema,
 } from '../../protocol/schemas/api-keys.js'
 import { createApiKey, deleteApiKey, getApiKey, listApiKeys, updateApiKey } from '../auth/api-keys.js'
+import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
-
-export function organizationOf(principal: Principal): string {
-  if (principal.kind !== 'member' && principal.kind !== 'api_key') throw new TypeError('organization route without an organization principal')
-  return principal.organizationId
-}
 
 function userIdOf(principal: Principal): string | null {
   return principal.kind === 'member' || principal.kind === 'user' ? principal.userId : null

@@ -43,6 +43,7 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     loginFailuresPerAddress: 100,
     authCodesPerAddress: 200,
     authCodeFailuresPerSource: 30,
+    secretKey: undefined,
   })
 })
 
@@ -252,4 +253,16 @@ t.test('config - every variable is in the README configuration table', async (t)
     if (row) documented.add(row[1]!.replace(/`/g, '').trim())
   }
   for (const name of configVariables) t.ok(documented.has(name), `${name} is documented in a README table`)
+})
+
+t.test('config - PRINTFARM_SECRET_KEY must be 32 bytes of base64, and is never echoed', async (t) => {
+  const key = Buffer.alloc(32, 7).toString('base64')
+  t.same(loadConfig({ PRINTFARM_SECRET_KEY: key }, cwd).secretKey, Buffer.alloc(32, 7))
+  for (const bad of ['short', Buffer.alloc(16).toString('base64'), 'not base64 !!!']) {
+    const err = configError(t, { PRINTFARM_SECRET_KEY: bad })
+    if (err) {
+      t.match(err.message, 'PRINTFARM_SECRET_KEY')
+      t.notMatch(err.message, bad)
+    }
+  }
 })

@@ -1,0 +1,160 @@
+/**
+ * Which bridge host may speak for a printer, and what it has already said.
+ *
+ * A printer is assigned to one host at a time; every assignment raises the
+ * assignment epoch, so events from a host that lost the printer (an older
+ * epoch) are refused even if that host is still running (issue 4, DESIGN
+ * section 5). The same context keeps the seqn high-water mark and a bounded
+ * window of recent eventIds and idempotency keys, so retried deliveries are
+ * recognised and not applied twice.
+ *
+ * Pure (STYLE practice 2): no I/O, no clock. The runtime persists through the
+ * named action `persistAssignment`, and sends EVENTS_APPLIED only after the
+ * events it classified with `classifyEvents` have been committed — so the
+ * context never runs ahead of the store.
+ */
+import { assign, setup } from 'xstate'
+
+/** Recent eventIds / idempotency keys remembered per printer, beyond the seqn high-water mark. */
+export const idempotencyWindow = 2048
+
+export interface HostAssignmentContext {
+  printerId: string
+  /** null until the printer is first assigned. */
+  hostId: string | null
+  /** 0 until the first assignment; +1 on every assignment. */
+  assignmentEpoch: number
+  /** Highest seqn applied; -1 before the first event. */
+  highWaterSeqn: number
+  /** Newest last; `e:<eventId>` and `k:<idempotencyKey>`, at most `idempotencyWindow`. */
+  recent: readonly string[]
+}
+
+export type HostAssignmentInput = Partial<Omit<HostAssignmentContext, 'printerId'>> & { printerId: string }
+
+export type HostAssignmentEvent =
+  | { type: 'ASSIGN'; hostId: string }
+  | { type: 'EVENTS_APPLIED'; highWaterSeqn: number; eventIds: readonly string[]; idempotencyKeys: readonly string[] }
+
+export interface PersistAssignmentParams {
+  printerId: string
+  hostId: string
+  assignmentEpoch: number
+}
+
+export const hostAssignmentMachine = setup({
+  types: {
+    context: {} as HostAssignmentContext,
+    events: {} as HostAssignmentEvent,
+    input: {} as HostAssignmentInput,
+  },
+  actions: {
+    /** The effect: the runtime provides it (write hostId + assignmentEpoch to the store). */
+    persistAssignment: (_args, _params: PersistAssignmentParams) => undefined,
+    assignHost: assign(({ context, event }) => {
+      if (event.type !== 'ASSIGN') return {}
+      return { hostId: event.hostId, assignmentEpoch: context.assignmentEpoch + 1 }
+    }),
+    recordApplied: assign(({ context, event }) => {
+      if (event.type !== 'EVENTS_APPLIED') return {}
+      const added = [...event.eventIds.map((id) => `e:${id}`), ...event.idempotencyKeys.map((k) => `k:${k}`)]
+      return {
+        highWaterSeqn: Math.max(context.highWaterSeqn, event.highWaterSeqn),
+        recent: [...context.recent, ...added].slice(-idempotencyWindow),
+      }
+    }),
+  },
+  guards: {
+    isAssigned: ({ context }) => context.hostId !== null,
+  },
+}).createMachine({
+  id: 'hostAssignment',
+  context: ({ input }) => ({
+    printerId: input.printerId,
+    hostId: input.hostId ?? null,
+    assignmentEpoch: input.assignmentEpoch ?? 0,
+    highWaterSeqn: input.highWaterSeqn ?? -1,
+    recent: (input.recent ?? []).slice(-idempotencyWindow),
+  }),
+  initial: 'hydrated',
+  states: {
+    hydrated: {
+      always: [{ guard: 'isAssigned', target: 'assigned' }, { target: 'unassigned' }],
+    },
+    unassigned: {
+      on: { ASSIGN: { target: 'assigned', actions: ['assignHost', persist()] } },
+    },
+    assigned: {
+      on: {
+        // Every assignment raises the epoch, even to the same host: re-assigning
+        // fences off a stale instance of that host's bridge too.
+        ASSIGN: { actions: ['assignHost', persist()] },
+        EVENTS_APPLIED: { actions: 'recordApplied' },
+      },
+    },
+  },
+})
+
+function persist() {
+  return {
+    type: 'persistAssignment' as const,
+    params: ({ context }: { context: HostAssignmentContext }): PersistAssignmentParams => ({
+      printerId: context.printerId,
+      hostId: context.hostId!,
+      assignmentEpoch: context.assignmentEpoch,
+    }),
+  }
+}
+
+/** Why a batch is refused by the fence (SPEC part 6: hostId + assignmentEpoch). */
+export type FenceRefusal = 'unassigned' | 'stale_epoch' | 'unknown_epoch' | 'other_host'
+
+/**
+ * The host-assignment fence. An epoch below the current one is stale (the
+ * printer moved on, whichever host sends it); one above it was never issued;
+ * at the current epoch only the current host may speak.
+ */
+export function checkFence(context: HostAssignmentContext, hostId: string, assignmentEpoch: number): FenceRefusal | undefined {
+  if (context.hostId === null) return 'unassigned'
+  if (assignmentEpoch < context.assignmentEpoch) return 'stale_epoch'
+  if (assignmentEpoch > context.assignmentEpoch) return 'unknown_epoch'
+  if (hostId !== context.hostId) return 'other_host'
+  return undefined
+}
+
+export interface SequencedEvent {
+  eventId: string
+  seqn: number
+  idempotencyKey?: string | undefined
+}
+
+export interface Classified<E extends SequencedEvent> {
+  /** To apply, in seqn order. */
+  apply: E[]
+  /** Already applied (seqn at or below the high-water mark, or a known eventId / idempotency key). */
+  duplicates: E[]
+  /** Missing seqns: recorded, never invented (DESIGN section 5). */
+  gaps: { after: number; before: number }[]
+  /** The high-water mark once `apply` is committed. */
+  highWaterSeqn: number
+}
+
+/** Orders a batch and separates what is new from what was already applied. */
+export function classifyEvents<E extends SequencedEvent>(context: HostAssignmentContext, events: readonly E[]): Classified<E> {
+  const recent = new Set(context.recent)
+  const apply: E[] = []
+  const duplicates: E[] = []
+  for (const event of [...events].sort((a, b) => a.seqn - b.seqn)) {
+    const known =
+      event.seqn <= context.highWaterSeqn || recent.has(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.has(`k:${event.idempotencyKey}`))
+    ;(known ? duplicates : apply).push(event)
+  }
+  const gaps: { after: number; before: number }[] = []
+  let previous = context.highWaterSeqn
+  for (const event of apply) {
+    // Before the first event ever (-1) the bridge may start anywhere: no gap is claimed.
+    if (previous >= 0 && event.seqn > previous + 1) gaps.push({ after: previous, before: event.seqn })
+    previous = event.seqn
+  }
+  return { apply, duplicates, gaps, highWaterSeqn: Math.max(context.highWaterSeqn, previous) }
+}

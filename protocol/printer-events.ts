@@ -1,0 +1,153 @@
+/**
+ * Printer events from bridges (SPEC part 6): the event types, the single and
+ * batch request schemas with the spec's exact limits, and the checks a schema
+ * cannot express. Pure: no I/O.
+ *
+ * Decisions where the spec is silent (documented in the OpenAPI description):
+ * - seqn is a non-negative safe integer, assignmentEpoch an integer >= 1,
+ *   timestamp a non-negative number (ms since the Unix epoch): the spec says
+ *   "number", and ordering and fencing need integers.
+ * - hostId is 1-200 characters, persistedId at most 200, data at most the
+ *   request body limit: every input is bounded.
+ * - The single-event route names its printer with a top-level `printerId`
+ *   (the spec's single-event table has none; the route is not declared
+ *   strict, so the field is an addition, not a change), or `data.printerId`.
+ * - Inside one batch an eventId or a seqn may appear once: a repeat is a
+ *   bridge bug, refused with the item named, not silently merged.
+ */
+import { Type, type Static } from '@sinclair/typebox'
+
+export const printerEventTypes = [
+  'status',
+  'message',
+  'rawMessage',
+  'client:connect',
+  'client:disconnect',
+  'client:error',
+  'printer:dataUpdate',
+  'printer:deltaUpdate',
+  'printer:statusUpdate',
+  'printer:amsUpdate',
+  'printer:filamentStateChanged',
+  'printer:error',
+  'job:update',
+  'job:start',
+  'job:pause',
+  'job:offlineRecovery',
+  'job:unpause',
+  'job:finish',
+  'heartbeat',
+  'file:uploadStart',
+  'file:uploadComplete',
+  'file:uploadError',
+  'detection:failure',
+  'detection:warning',
+  'detection:bedEmpty',
+  'detection:complete',
+] as const
+
+export type PrinterEventType = (typeof printerEventTypes)[number]
+
+/** SPEC part 8: events per batch. */
+export const maxEventsPerBatch = 100
+
+const Id200 = Type.String({ minLength: 1, maxLength: 200 })
+const EventTypeSchema = Type.Union(
+  printerEventTypes.map((t) => Type.Literal(t)),
+  { description: 'One of the 26 printer event types (SPEC part 6).' },
+)
+const Seqn = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Bridge's per-printer sequence number; events apply in seqn order." })
+const Epoch = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "The host assignment's epoch, as read from GET /v1/printer-config." })
+const Timestamp = Type.Number({ minimum: 0, description: 'Milliseconds since the Unix epoch.' })
+const DeliveryAttempt = Type.Integer({ minimum: 1, maximum: 1_000_000, description: '1 on first delivery, +1 on each retry.' })
+const Data = Type.Object({}, { additionalProperties: true, description: 'Free-form event payload.' })
+const HostId = Type.String({ minLength: 1, maxLength: 200 })
+
+export const SinglePrinterEventSchema = Type.Object(
+  {
+    printerId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The printer (or data.printerId).' })),
+    eventId: Id200,
+    idempotencyKey: Type.Optional(Id200),
+    eventType: EventTypeSchema,
+    data: Data,
+    seqn: Seqn,
+    hostId: HostId,
+    assignmentEpoch: Epoch,
+    deliveryAttempt: DeliveryAttempt,
+    timestamp: Timestamp,
+  },
+  { title: 'PrinterEvent' },
+)
+export type SinglePrinterEvent = Static<typeof SinglePrinterEventSchema>
+
+export const BatchItemSchema = Type.Object(
+  {
+    eventId: Id200,
+    idempotencyKey: Type.Optional(Id200),
+    persistedId: Type.Optional(Type.String({ maxLength: 200 })),
+    type: EventTypeSchema,
+    timestamp: Timestamp,
+    seqn: Seqn,
+    hostId: HostId,
+    assignmentEpoch: Epoch,
+    deliveryAttempt: DeliveryAttempt,
+    data: Data,
+  },
+  { additionalProperties: false, title: 'PrinterEventBatchItem' },
+)
+export type BatchItem = Static<typeof BatchItemSchema>
+
+export const PrinterEventBatchSchema = Type.Object(
+  {
+    printerId: Type.String({ minLength: 1, maxLength: 200 }),
+    events: Type.Array(BatchItemSchema, { minItems: 1, maxItems: maxEventsPerBatch }),
+    timestamp: Timestamp,
+    hostId: HostId,
+    assignmentEpoch: Epoch,
+    batchId: Type.Optional(Id200),
+    idempotencyKey: Type.Optional(Id200),
+    delta: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    maxSeqn: Type.Optional(Seqn),
+  },
+  { additionalProperties: false, title: 'PrinterEventBatch' },
+)
+export type PrinterEventBatch = Static<typeof PrinterEventBatchSchema>
+
+export type BatchProblem = { index: number | undefined; field: string; reason: string }
+
+/**
+ * What the schema cannot say about a batch: every item carries the batch's
+ * hostId and assignmentEpoch (issue 4: fencing is per batch), eventIds and
+ * seqns do not repeat, and maxSeqn, when given, is the largest seqn.
+ */
+export function checkBatch(batch: PrinterEventBatch): BatchProblem | undefined {
+  const eventIds = new Set<string>()
+  const seqns = new Set<number>()
+  let max = -1
+  for (const [index, item] of batch.events.entries()) {
+    if (item.hostId !== batch.hostId) return { index, field: 'hostId', reason: `differs from the batch's hostId '${batch.hostId}'` }
+    if (item.assignmentEpoch !== batch.assignmentEpoch) {
+      return { index, field: 'assignmentEpoch', reason: `differs from the batch's assignmentEpoch ${batch.assignmentEpoch}` }
+    }
+    if (eventIds.has(item.eventId)) return { index, field: 'eventId', reason: `repeats an eventId earlier in this batch` }
+    if (seqns.has(item.seqn)) return { index, field: 'seqn', reason: `repeats a seqn earlier in this batch` }
+    eventIds.add(item.eventId)
+    seqns.add(item.seqn)
+    if (item.seqn > max) max = item.seqn
+  }
+  if (batch.maxSeqn !== undefined && batch.maxSeqn !== max) {
+    return { index: undefined, field: 'maxSeqn', reason: `is ${batch.maxSeqn} but the largest seqn in the batch is ${max}` }
+  }
+  return undefined
+}
+
+export function describeBatchProblem(problem: BatchProblem): string {
+  return problem.index === undefined ? `body.${problem.field} ${problem.reason}` : `body.events[${problem.index}].${problem.field} ${problem.reason}`
+}
+
+/** The single route's printer: top-level printerId, else data.printerId when it is a usable string. */
+export function printerOfSingleEvent(event: SinglePrinterEvent): string | undefined {
+  if (event.printerId !== undefined) return event.printerId
+  const fromData = (event.data as Record<string, unknown>)['printerId']
+  return typeof fromData === 'string' && fromData.length >= 1 && fromData.length <= 200 ? fromData : undefined
+}

@@ -1,0 +1,124 @@
+/**
+ * Printer configuration (SPEC part 2 "Printer configuration", part 4 group H)
+ * and host assignment (issue 4; not shown in the spec).
+ *
+ * Decisions where the spec is silent:
+ * - Bounds on every field (names 200, addresses 255, credentials 512
+ *   characters; port 1-65535; timeout 100 ms-10 min; reconnect 100 ms-1 h).
+ * - POST /v1/printer-config upserts: by `id` when given, else by
+ *   `serial_number` within the organization, else it creates.
+ * - A printer is "incomplete" while it lacks a serial number or any
+ *   credential (access_token or api_key): a bridge cannot connect to it, so
+ *   lists leave it out unless include_incomplete=true.
+ * - host_id is set on create or upsert only while the printer is unassigned;
+ *   moving it is PUT /v1/printers/{id}/host-assignment, which raises the epoch.
+ */
+import { Type, type Static } from '@sinclair/typebox'
+
+const strict = { additionalProperties: false } as const
+const Uuid = Type.String({ format: 'uuid' })
+
+export const printerTypes = ['bambu', 'prusa_connect', 'octoprint', 'klipper', 'snapmaker', 'flashforge'] as const
+export const communicationProtocols = ['mqtt', 'http', 'websocket', 'serial'] as const
+
+const PrinterType = Type.Union(printerTypes.map((t) => Type.Literal(t)))
+const Protocol = Type.Union(communicationProtocols.map((p) => Type.Literal(p)))
+
+/** The configurable fields, each optional; create adds `required`. */
+const fields = {
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  ip_address: Type.String({ minLength: 1, maxLength: 255, pattern: '^\\S+$', description: 'IP address or host name on the farm network.' }),
+  serial_number: Type.String({ minLength: 1, maxLength: 100 }),
+  model: Type.String({ maxLength: 100 }),
+  access_token: Type.String({ maxLength: 512, description: 'The printer\'s own credential (e.g. a LAN access code); stored sealed.' }),
+  enabled: Type.Boolean(),
+  discovery_method: Type.String({ maxLength: 50 }),
+  discovered_at: Type.String({ format: 'date-time' }),
+  printer_type: PrinterType,
+  api_key: Type.String({ maxLength: 512, description: 'Printer-side API key (OctoPrint, Moonraker...); stored sealed.' }),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  communication_protocol: Protocol,
+  capabilities: Type.Object({}, { additionalProperties: true }),
+  secure: Type.Boolean(),
+  timeout: Type.Integer({ minimum: 100, maximum: 600_000, description: 'Milliseconds.' }),
+  reconnect_interval: Type.Integer({ minimum: 100, maximum: 3_600_000, description: 'Milliseconds.' }),
+}
+
+const optionalFields = Type.Partial(Type.Object(fields)).properties
+
+export const UpsertPrinterConfigBody = Type.Object(
+  {
+    ...optionalFields,
+    id: Type.Optional(Uuid),
+    name: fields.name,
+    ip_address: fields.ip_address,
+    host_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  },
+  { ...strict, title: 'UpsertPrinterConfigRequest' },
+)
+export type UpsertPrinterConfigBody = Static<typeof UpsertPrinterConfigBody>
+
+/** Any configuration field except id and host_id (SPEC part 4 group H). */
+export const UpdatePrinterConfigBody = Type.Partial(Type.Object(fields), {
+  ...strict,
+  minProperties: 1,
+  title: 'UpdatePrinterConfigRequest',
+  description: 'host_id changes through PUT /v1/printers/{id}/host-assignment.',
+})
+export type UpdatePrinterConfigBody = Static<typeof UpdatePrinterConfigBody>
+
+const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()])
+
+export const PrinterConfigSchema = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    ip_address: Type.String(),
+    serial_number: Nullable(Type.String()),
+    model: Nullable(Type.String()),
+    access_token: Nullable(Type.String()),
+    organization_id: Uuid,
+    enabled: Type.Boolean(),
+    host_id: Nullable(Type.String()),
+    assignment_epoch: Type.Integer({ description: '0 until first assigned; bridges send it with their events.' }),
+    discovery_method: Nullable(Type.String()),
+    discovered_at: Nullable(Type.String({ format: 'date-time' })),
+    printer_type: PrinterType,
+    api_key: Nullable(Type.String()),
+    port: Type.Union([Type.Integer(), Type.Null()]),
+    communication_protocol: Type.Union([Protocol, Type.Null()]),
+    capabilities: Type.Object({}, { additionalProperties: true }),
+    secure: Type.Boolean(),
+    timeout: Type.Integer(),
+    reconnect_interval: Type.Integer(),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { title: 'PrinterConfig' },
+)
+export type PrinterConfig = Static<typeof PrinterConfigSchema>
+
+export const PrinterConfigListQuery = Type.Object(
+  {
+    host_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    serial_number: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    ip_address: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    include_incomplete: Type.Boolean({ default: false, description: 'Include printers without a serial number or credential.' }),
+    enabled_only: Type.Boolean({ default: false }),
+    organizationId: Type.Optional(Uuid),
+  },
+  strict,
+)
+
+export const PrinterParams = Type.Object({ id: Uuid })
+export const PrinterConfigListSchema = Type.Object({ printers: Type.Array(PrinterConfigSchema) }, { title: 'PrinterConfigList' })
+export const PrinterConfigOneSchema = Type.Object({ printer: PrinterConfigSchema }, { title: 'PrinterConfigResponse' })
+export const UpsertResultSchema = Type.Object({ id: Uuid, success: Type.Boolean(), updated: Type.Boolean() }, { title: 'PrinterConfigUpsertResult' })
+export const SuccessSchema = Type.Object({ success: Type.Boolean() }, { title: 'Success' })
+
+export const HostAssignmentBody = Type.Object({ hostId: Type.String({ minLength: 1, maxLength: 200 }) }, { ...strict, title: 'HostAssignmentRequest' })
+export const HostAssignmentSchema = Type.Object(
+  { printerId: Uuid, hostId: Type.String(), assignmentEpoch: Type.Integer({ minimum: 1 }) },
+  { title: 'HostAssignment' },
+)

@@ -1,0 +1,220 @@
+/**
+ * Printer configuration in the store (SPEC part 4 group H; decisions in
+ * protocol/schemas/printers.ts). Credentials go through the sealed box with
+ * the printer's organization and id as context, so a sealed value copied to
+ * another printer does not open.
+ */
+import { randomUUID } from 'node:crypto'
+import { ServiceError } from '../../protocol/errors.js'
+import type { PrinterConfig, UpdatePrinterConfigBody, UpsertPrinterConfigBody } from '../../protocol/schemas/printers.js'
+import type { Logger } from '../log.js'
+import type { SealedBox } from '../secrets/sealed-box.js'
+import type { Database, Queryable } from '../storage/database.js'
+
+interface Row {
+  id: string
+  organization_id: string
+  name: string
+  ip_address: string
+  serial_number: string | null
+  model: string | null
+  access_token_sealed: string | null
+  api_key_sealed: string | null
+  enabled: boolean
+  host_id: string | null
+  assignment_epoch: number
+  discovery_method: string | null
+  discovered_at: Date | null
+  printer_type: PrinterConfig['printer_type']
+  port: number | null
+  communication_protocol: PrinterConfig['communication_protocol']
+  capabilities: Record<string, unknown>
+  secure: boolean
+  timeout_ms: number
+  reconnect_interval_ms: number
+  created_at: Date
+  updated_at: Date
+}
+
+/** API field → column, for the plain (unsealed) fields a body may set. */
+const plainColumns = {
+  name: 'name',
+  ip_address: 'ip_address',
+  serial_number: 'serial_number',
+  model: 'model',
+  enabled: 'enabled',
+  discovery_method: 'discovery_method',
+  discovered_at: 'discovered_at',
+  printer_type: 'printer_type',
+  port: 'port',
+  communication_protocol: 'communication_protocol',
+  capabilities: 'capabilities',
+  secure: 'secure',
+  timeout: 'timeout_ms',
+  reconnect_interval: 'reconnect_interval_ms',
+} as const
+
+type Fields = Omit<UpdatePrinterConfigBody, never>
+
+export interface ListFilters {
+  host_id?: string | undefined
+  name?: string | undefined
+  serial_number?: string | undefined
+  ip_address?: string | undefined
+  include_incomplete: boolean
+  enabled_only: boolean
+}
+
+export class PrinterConfigStore {
+  readonly #db: Database
+  readonly #box: SealedBox
+  readonly #logger: Logger
+
+  constructor(db: Database, box: SealedBox, logger: Logger) {
+    this.#db = db
+    this.#box = box
+    this.#logger = logger
+  }
+
+  async list(organizationId: string, filters: ListFilters): Promise<PrinterConfig[]> {
+    const sql = this.#db.sql
+    const rows = await sql<Row[]>`
+      select * from printers
+      where organization_id = ${organizationId}
+        ${filters.host_id === undefined ? sql`` : sql`and host_id = ${filters.host_id}`}
+        ${filters.name === undefined ? sql`` : sql`and name = ${filters.name}`}
+        ${filters.serial_number === undefined ? sql`` : sql`and serial_number = ${filters.serial_number}`}
+        ${filters.ip_address === undefined ? sql`` : sql`and ip_address = ${filters.ip_address}`}
+        ${filters.enabled_only ? sql`and enabled` : sql``}
+        ${filters.include_incomplete ? sql`` : sql`and serial_number is not null and (access_token_sealed is not null or api_key_sealed is not null)`}
+      order by created_at, id`
+    return rows.map((r) => this.#toApi(r))
+  }
+
+  /** Another organization's printer is "not found", exactly like a missing one. */
+  async get(organizationId: string, id: string): Promise<PrinterConfig> {
+    const [row] = await this.#db.sql<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${id}`
+    if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+    return this.#toApi(row)
+  }
+
+  /** Upsert (by id, else serial number, else create); one retry when a concurrent create took the serial first. */
+  async upsert(organizationId: string, body: UpsertPrinterConfigBody): Promise<{ id: string; updated: boolean }> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#db.sql.begin((tx) => this.#upsertIn(tx, organizationId, body))
+      } catch (error) {
+        if (attempt === 0 && (error as { code?: string }).code === '23505' && body.serial_number !== undefined) continue
+        throw translateUnique(error)
+      }
+    }
+  }
+
+  async update(organizationId: string, id: string, body: UpdatePrinterConfigBody): Promise<void> {
+    try {
+      await this.#db.sql.begin(async (tx) => {
+        const [row] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${id} for update`
+        if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+        await this.#write(tx, row.organization_id, row.id, body)
+      })
+    } catch (error) {
+      throw translateUnique(error)
+    }
+  }
+
+  /** Moves a printer to a host: the epoch rises by one in the same statement, so two moves never share an epoch. */
+  async assignHost(organizationId: string, id: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
+    const [row] = await this.#db.sql<{ assignment_epoch: number }[]>`
+      update printers set host_id = ${hostId}, assignment_epoch = assignment_epoch + 1, updated_at = now()
+      where organization_id = ${organizationId} and id = ${id}
+      returning assignment_epoch`
+    if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+    return { printerId: id, hostId, assignmentEpoch: row.assignment_epoch }
+  }
+
+  async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody): Promise<{ id: string; updated: boolean }> {
+    let existing: Row | undefined
+    if (body.id !== undefined) {
+      ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${body.id} for update`
+      if (existing === undefined) throw new ServiceError('printer_not_found', 'no printer with that id in this organization')
+    } else if (body.serial_number !== undefined) {
+      ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and serial_number = ${body.serial_number} for update`
+    }
+    const { id: _id, host_id: hostId, ...fields } = body
+    void _id
+    if (existing === undefined) {
+      const id = randomUUID()
+      await tx`insert into printers (id, organization_id, name, ip_address) values (${id}, ${organizationId}, ${body.name}, ${body.ip_address})`
+      await this.#write(tx, organizationId, id, fields)
+      // issue 4: created with a host_id → assigned to that host at epoch 1.
+      if (hostId !== undefined) await tx`update printers set host_id = ${hostId}, assignment_epoch = 1 where id = ${id}`
+      return { id, updated: false }
+    }
+    await this.#write(tx, organizationId, existing.id, fields)
+    if (hostId !== undefined && hostId !== existing.host_id) {
+      if (existing.host_id !== null) {
+        throw new ServiceError('printer_assigned_elsewhere', `the printer is assigned to host '${existing.host_id}'; move it with PUT /v1/printers/${existing.id}/host-assignment`)
+      }
+      await tx`update printers set host_id = ${hostId}, assignment_epoch = assignment_epoch + 1 where id = ${existing.id}`
+    }
+    return { id: existing.id, updated: true }
+  }
+
+  async #write(tx: Queryable, organizationId: string, id: string, fields: Fields): Promise<void> {
+    const set: Record<string, unknown> = { updated_at: new Date() }
+    for (const [field, column] of Object.entries(plainColumns) as [keyof typeof plainColumns, string][]) {
+      const value = fields[field]
+      if (value !== undefined) set[column] = field === 'capabilities' ? tx.json(value as never) : value
+    }
+    if (fields.access_token !== undefined) set['access_token_sealed'] = this.#box.seal(fields.access_token, context(organizationId, id, 'access_token'))
+    if (fields.api_key !== undefined) set['api_key_sealed'] = this.#box.seal(fields.api_key, context(organizationId, id, 'api_key'))
+    await tx`update printers set ${tx(set)} where id = ${id}`
+  }
+
+  #open(row: Row, field: 'access_token' | 'api_key', sealed: string | null): string | null {
+    if (sealed === null) return null
+    try {
+      return this.#box.open(sealed, context(row.organization_id, row.id, field))
+    } catch (error) {
+      // A key change without the old key kept: the credential must be entered again.
+      this.#logger.warn('a stored printer credential cannot be opened with the sealing keys', { printerId: row.id, field, error })
+      return null
+    }
+  }
+
+  #toApi(row: Row): PrinterConfig {
+    return {
+      id: row.id,
+      name: row.name,
+      ip_address: row.ip_address,
+      serial_number: row.serial_number,
+      model: row.model,
+      access_token: this.#open(row, 'access_token', row.access_token_sealed),
+      organization_id: row.organization_id,
+      enabled: row.enabled,
+      host_id: row.host_id,
+      assignment_epoch: row.assignment_epoch,
+      discovery_method: row.discovery_method,
+      discovered_at: row.discovered_at?.toISOString() ?? null,
+      printer_type: row.printer_type,
+      api_key: this.#open(row, 'api_key', row.api_key_sealed),
+      port: row.port,
+      communication_protocol: row.communication_protocol,
+      capabilities: row.capabilities,
+      secure: row.secure,
+      timeout: row.timeout_ms,
+      reconnect_interval: row.reconnect_interval_ms,
+      created_at: row.created_at.toISOString(),
+      updated_at: row.updated_at.toISOString(),
+    }
+  }
+}
+
+const context = (organizationId: string, printerId: string, field: string): string => `${organizationId}/printers/${printerId}/${field}`
+
+function translateUnique(error: unknown): unknown {
+  if ((error as { code?: string; constraint_name?: string }).code === '23505') {
+    return new ServiceError('serial_number_taken', 'another printer of this organization has that serial number')
+  }
+  return error
+}
