@@ -1,0 +1,123 @@
+import t from 'tap'
+import { createActor, initialTransition, SimulatedClock, transition } from 'xstate'
+import { maxRememberedErrors, printerMachine, type PrinterInput, type PrinterMachineEvent } from '../../machines/printer.js'
+
+const presenceMs = 1_000
+
+/** A live actor on a simulated clock: time moves only when the test says so. */
+function live(input: PrinterInput = { printerId: 'p1' }) {
+  const clock = new SimulatedClock()
+  const actor = createActor(printerMachine.provide({ delays: { presenceTimeout: presenceMs } }), { input, clock })
+  actor.start()
+  return { actor, clock }
+}
+
+const ev = (type: PrinterMachineEvent['type'], data: Record<string, unknown> = {}, extra: Partial<{ timestamp: number; jobId: number }> = {}) =>
+  ({ type, data, timestamp: extra.timestamp ?? 1_000, ...(extra.jobId === undefined ? {} : { jobId: extra.jobId }) }) as PrinterMachineEvent
+
+const apply = (events: PrinterMachineEvent[], input: PrinterInput = { printerId: 'p1' }) => {
+  let [snap] = initialTransition(printerMachine, input)
+  for (const e of events) [snap] = transition(printerMachine, snap, e)
+  return snap
+}
+
+t.test('presence - a printer starts offline, even when hydrated with a last-seen time', async (t) => {
+  t.same(apply([], { printerId: 'p1', lastSeenAt: 123 }).value, { presence: 'offline', activity: 'idle' })
+})
+
+t.test('presence - any event marks it online; silence past the timeout marks it offline by itself', async (t) => {
+  const { actor, clock } = live()
+  actor.send(ev('heartbeat'))
+  t.equal(actor.getSnapshot().value.presence, 'online')
+  clock.increment(presenceMs - 1)
+  t.equal(actor.getSnapshot().value.presence, 'online', 'not yet')
+  actor.send(ev('printer:deltaUpdate'))
+  clock.increment(presenceMs - 1)
+  t.equal(actor.getSnapshot().value.presence, 'online', 'each event restarts the timer')
+  clock.increment(1)
+  t.equal(actor.getSnapshot().value.presence, 'offline', 'nothing heard for the whole timeout')
+  actor.stop()
+})
+
+t.test('presence - client:disconnect goes offline at once', async (t) => {
+  const { actor, clock } = live()
+  actor.send(ev('heartbeat'))
+  actor.send(ev('client:disconnect'))
+  t.equal(actor.getSnapshot().value.presence, 'offline')
+  clock.increment(presenceMs * 2)
+  t.equal(actor.getSnapshot().value.presence, 'offline')
+  actor.send(ev('client:connect'))
+  t.equal(actor.getSnapshot().value.presence, 'online')
+  actor.stop()
+})
+
+t.test('presence - the maintenance flag is not a sign of life', async (t) => {
+  const { actor } = live()
+  actor.send({ type: 'maintenance', on: true })
+  t.equal(actor.getSnapshot().value.presence, 'offline')
+  t.equal(actor.getSnapshot().context.maintenance, true)
+  actor.stop()
+})
+
+t.test('jobs - start, progress, pause, unpause, finish', async (t) => {
+  let snap = apply([ev('job:start', { name: 'benchy.3mf' }, { jobId: 41, timestamp: 10 })])
+  t.equal(snap.value.activity, 'printing')
+  t.match(snap.context.job, { jobId: 41, name: 'benchy.3mf', state: 'printing', progress: 0, startedAt: 10, endedAt: null })
+  snap = transition(printerMachine, snap, ev('job:update', { progress: 37.5 }))[0]
+  t.equal(snap.context.job?.progress, 37.5)
+  snap = transition(printerMachine, snap, ev('job:pause'))[0]
+  t.equal(snap.value.activity, 'paused')
+  snap = transition(printerMachine, snap, ev('job:unpause'))[0]
+  t.equal(snap.value.activity, 'printing')
+  snap = transition(printerMachine, snap, ev('job:finish', {}, { timestamp: 99 }))[0]
+  t.equal(snap.value.activity, 'idle')
+  t.match(snap.context.job, { state: 'finished', progress: 100, endedAt: 99 })
+})
+
+t.test('jobs - a failed finish keeps its progress; a second finish changes nothing', async (t) => {
+  let snap = apply([ev('job:start', {}, { jobId: 1 }), ev('job:update', { progress: 60 }), ev('job:finish', { success: false }, { timestamp: 50 })])
+  t.match(snap.context.job, { state: 'failed', progress: 60, endedAt: 50 })
+  snap = transition(printerMachine, snap, ev('job:finish', {}, { timestamp: 70 }))[0]
+  t.match(snap.context.job, { state: 'failed', endedAt: 50 })
+})
+
+t.test('jobs - offline recovery resumes a paused job; progress is clamped; nothing is invented without a job id', async (t) => {
+  let snap = apply([ev('job:start', {}, { jobId: 2 }), ev('job:pause'), ev('job:offlineRecovery')])
+  t.equal(snap.value.activity, 'printing')
+  snap = transition(printerMachine, snap, ev('job:update', { progress: 140 }))[0]
+  t.equal(snap.context.job?.progress, 100)
+  const none = apply([ev('job:start', { name: 'x' })])
+  t.equal(none.context.job, null)
+  t.equal(none.value.activity, 'idle')
+})
+
+t.test('status, errors, AMS, filament - raw values kept for the classifier, bounded', async (t) => {
+  const errors = Array.from({ length: maxRememberedErrors + 5 }, (_, i) => ev('printer:error', { code: `E${i}`, message: 'm' }, { timestamp: i }))
+  const snap = apply([
+    ev('printer:statusUpdate', { status: 'RUNNING' }),
+    ...errors,
+    ev('printer:amsUpdate', { slots: [{ position: 0, materialType: 'PLA', color: 'FF0000FF', remaining: 80 }, 'junk', { type: 'PETG' }] }),
+    ev('printer:filamentStateChanged', { runout: true }),
+  ])
+  t.equal(snap.context.rawStatus, 'RUNNING')
+  t.equal(snap.context.errors.length, maxRememberedErrors)
+  t.equal(snap.context.errors.at(-1)?.code, `E${maxRememberedErrors + 4}`, 'the newest are kept')
+  t.same(snap.context.ams, [
+    { position: 0, materialType: 'PLA', color: 'FF0000FF', remaining: 80 },
+    { position: 2, materialType: 'PETG', color: null, remaining: null },
+  ])
+  t.equal(snap.context.filamentRunout, true)
+  const fresh = transition(printerMachine, snap, ev('job:start', {}, { jobId: 9 }))[0]
+  t.same(fresh.context.errors, [], 'a new job starts with no errors')
+})
+
+t.test('time - last seen only moves forward, whatever order timestamps come in', async (t) => {
+  const snap = apply([ev('heartbeat', {}, { timestamp: 500 }), ev('heartbeat', {}, { timestamp: 300 })])
+  t.equal(snap.context.lastSeenAt, 500)
+})
+
+t.test('machines - no clock, timer or I/O inside the printer machine module', async (t) => {
+  const { readFileSync } = await import('node:fs')
+  const source = readFileSync(new URL('../../machines/printer.ts', import.meta.url), 'utf8')
+  t.notMatch(source, /Date\.now|new Date|setTimeout|setInterval|performance\.now|Math\.random/)
+})
