@@ -43,6 +43,12 @@ export interface AmsSlot {
 
 export interface PrinterContext {
   printerId: string
+  /**
+   * A job that was still running when a new job:start arrived, closed as
+   * failed at that moment (a printer runs one job at a time); the runtime
+   * persists it and clears this. No ghost job stays "printing" forever.
+   */
+  supersededJob: PrinterJob | null
   /** Timestamp (bridge clock, ms) of the newest event applied. */
   lastSeenAt: number | null
   /** The printer's own status word from its last status update (raw, classifier input). */
@@ -67,12 +73,17 @@ const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFi
 function slotsFrom(data: Record<string, unknown>): AmsSlot[] | undefined {
   const slots = data['slots'] ?? data['trays']
   if (!Array.isArray(slots)) return undefined
+  const seen = new Set<number>()
   return slots.slice(0, 64).flatMap((raw, index) => {
     if (raw === null || typeof raw !== 'object') return []
     const s = raw as Record<string, unknown>
+    const position = num(s['position']) ?? index
+    // A slot is a whole number 0-63, once: anything else is not a slot.
+    if (!Number.isInteger(position) || position < 0 || position > 63 || seen.has(position)) return []
+    seen.add(position)
     return [
       {
-        position: num(s['position']) ?? index,
+        position,
         materialType: str(s['materialType'] ?? s['type']),
         color: str(s['color']),
         remaining: num(s['remaining']),
@@ -124,13 +135,17 @@ export const printerMachine = setup({
         }
         case 'job:start': {
           if (event.jobId === undefined) break // the runtime always reserves one; without it nothing is invented
+          if (context.job !== null && context.job.endedAt === null && context.job.jobId !== event.jobId) {
+            next.supersededJob = { ...context.job, state: 'failed', endedAt: event.timestamp }
+          }
           next.job = { jobId: event.jobId, name: str(data['name'] ?? data['fileName']), progress: 0, state: 'printing', startedAt: event.timestamp, endedAt: null }
           next.errors = []
           break
         }
         case 'job:update': {
           const progress = num(data['progress'])
-          if (context.job && progress !== null) next.job = { ...context.job, progress: Math.min(100, Math.max(0, progress)) }
+          // An ended job's progress is history: a late update does not change it.
+          if (context.job && context.job.endedAt === null && progress !== null) next.job = { ...context.job, progress: Math.min(100, Math.max(0, progress)) }
           break
         }
         case 'job:pause':
@@ -157,6 +172,7 @@ export const printerMachine = setup({
   type: 'parallel',
   context: ({ input }) => ({
     printerId: input.printerId,
+    supersededJob: input.supersededJob ?? null,
     lastSeenAt: input.lastSeenAt ?? null,
     rawStatus: input.rawStatus ?? null,
     job: input.job ?? null,

@@ -139,11 +139,12 @@ export const errorCodes = {
     description: 'No such printer in this organization.',
   },
   printer_assigned_elsewhere: {
-    status: 409,
+    // SPEC part 7: printer-config routes answer 400, 404 or 500.
+    status: 400,
     description: 'The printer is assigned to another host; move it with PUT /v1/printers/{id}/host-assignment.',
   },
   serial_number_taken: {
-    status: 409,
+    status: 400,
     description: 'Another printer of this organization has that serial number (the upsert key).',
   },
   rate_limited: {

@@ -12,7 +12,7 @@
  * - The single-event route names its printer with a top-level `printerId`
  *   (the spec's single-event table has none; the route is not declared
  *   strict, so the field is an addition, not a change), or `data.printerId`.
- * - Inside one batch an eventId or a seqn may appear once: a repeat is a
+ * - Inside one batch an eventId, a seqn or an idempotencyKey may appear once: a repeat is a
  *   bridge bug, refused with the item named, not silently merged.
  */
 import { Type, type Static } from '@sinclair/typebox'
@@ -58,7 +58,8 @@ const EventTypeSchema = Type.Union(
 )
 const Seqn = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Bridge's per-printer sequence number; events apply in seqn order." })
 const Epoch = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "The host assignment's epoch, as read from GET /v1/printer-config." })
-const Timestamp = Type.Number({ minimum: 0, description: 'Milliseconds since the Unix epoch.' })
+/** Up to the largest time a JS Date holds (year 275760): a runaway value cannot poison ordering or presence. */
+const Timestamp = Type.Number({ minimum: 0, maximum: 8.64e15, description: 'Milliseconds since the Unix epoch.' })
 const DeliveryAttempt = Type.Integer({ minimum: 1, maximum: 1_000_000, description: '1 on first delivery, +1 on each retry.' })
 const Data = Type.Object({}, { additionalProperties: true, description: 'Free-form event payload.' })
 const HostId = Type.String({ minLength: 1, maxLength: 200 })
@@ -123,6 +124,7 @@ export type BatchProblem = { index: number | undefined; field: string; reason: s
 export function checkBatch(batch: PrinterEventBatch): BatchProblem | undefined {
   const eventIds = new Set<string>()
   const seqns = new Set<number>()
+  const keys = new Set<string>()
   let max = -1
   for (const [index, item] of batch.events.entries()) {
     if (item.hostId !== batch.hostId) return { index, field: 'hostId', reason: `differs from the batch's hostId '${batch.hostId}'` }
@@ -131,8 +133,12 @@ export function checkBatch(batch: PrinterEventBatch): BatchProblem | undefined {
     }
     if (eventIds.has(item.eventId)) return { index, field: 'eventId', reason: `repeats an eventId earlier in this batch` }
     if (seqns.has(item.seqn)) return { index, field: 'seqn', reason: `repeats a seqn earlier in this batch` }
+    if (item.idempotencyKey !== undefined && keys.has(item.idempotencyKey)) {
+      return { index, field: 'idempotencyKey', reason: `repeats an idempotencyKey earlier in this batch` }
+    }
     eventIds.add(item.eventId)
     seqns.add(item.seqn)
+    if (item.idempotencyKey !== undefined) keys.add(item.idempotencyKey)
     if (item.seqn > max) max = item.seqn
   }
   if (batch.maxSeqn !== undefined && batch.maxSeqn !== max) {

@@ -72,8 +72,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
-    keyring = await loadKeyring(db.sql, logger)
     sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
+    keyring = await loadKeyring(db.sql, sealedBox, logger)
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
     mqtt = await connectMqtt(config, logger)
   } catch (error) {
@@ -97,8 +97,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
     keyring,
     sessions,
     loginFailures: {
-      account: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
+      accountAtAddress: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
       address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
+      account: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
     },
     apiKeyCache,
     apiKeyUsage,

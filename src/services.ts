@@ -30,8 +30,11 @@ export interface Services {
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions
-  /** Failed sign-ins, per account and per remote address. */
-  readonly loginFailures: { readonly account: FailureLimiter; readonly address: FailureLimiter }
+  /**
+   * Failed sign-ins: per account at one address (a stranger elsewhere cannot lock
+   * the user out), per address, and per account from everywhere (distributed guessing).
+   */
+  readonly loginFailures: { readonly accountAtAddress: FailureLimiter; readonly address: FailureLimiter; readonly account: FailureLimiter }
   readonly apiKeyCache: ApiKeyCache
   readonly apiKeyUsage: UsageLogWriter
   /** Pairing: codes generated per address; failed verifications per user/address; unknown codes exchanged per address. */

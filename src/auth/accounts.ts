@@ -85,16 +85,33 @@ export async function listMembers(sql: Queryable, organizationId: string): Promi
 
 /**
  * Adds a person to an organization. A new email becomes an account with the
- * given password; an existing account is added as it is, and giving it a
- * password is refused rather than silently ignored (nobody sets another
- * person's password). An existing membership has its role updated.
+ * given password. An existing account is added without a password (nobody
+ * sets another person's password), and only by someone who is already an
+ * admin of one of that person's organizations: anyone may create an
+ * organization, so "add any account by its email" would let a stranger pull
+ * people into theirs. Re-adding changes the role; demoting the last admin is
+ * refused like removing them. Run inside a transaction.
  */
-export async function addMember(sql: Queryable, organizationId: string, email: string, password: string | undefined, role: Role): Promise<Member> {
+export async function addMember(
+  sql: Queryable,
+  organizationId: string,
+  email: string,
+  password: string | undefined,
+  role: Role,
+  actingUserId: string,
+): Promise<Member> {
   const existing = await findUserForLogin(sql, email)
   let userId: string
   if (existing !== undefined) {
     if (password !== undefined) throw new ServiceError('user_exists', 'that email already has an account; add it as a member without a password')
+    const [shared] = await sql`
+      select 1 from memberships theirs join memberships mine on mine.organization_id = theirs.organization_id
+      where theirs.user_id = ${existing.id} and mine.user_id = ${actingUserId} and mine.role = 'admin' limit 1`
+    if (shared === undefined) {
+      throw new ServiceError('user_exists', 'that email has an account you do not administer; an admin of one of its organizations can add it')
+    }
     userId = existing.id
+    if (role !== 'admin') await guardLastAdmin(sql, organizationId, userId)
   } else {
     if (password === undefined) throw new ServiceError('password_required', 'a new account needs a password (12 to 200 characters)')
     userId = (await createUser(sql, email, password)).id
@@ -107,16 +124,25 @@ export async function addMember(sql: Queryable, organizationId: string, email: s
   return { userId, email: user!.email, role, joinedAt: row!.created_at.toISOString() }
 }
 
-/** Removes a member; refuses to leave the organization without an admin. Run inside a transaction. */
-export async function removeMember(sql: Queryable, organizationId: string, userId: string): Promise<void> {
-  // Lock the organization's admin rows so two concurrent removals cannot each leave one admin.
+/**
+ * Refuses a change that would take away the organization's last admin (if
+ * `userId` is an admin now). The admin rows are locked, so two concurrent
+ * changes cannot each leave one admin. Run inside a transaction.
+ */
+async function guardLastAdmin(sql: Queryable, organizationId: string, userId: string): Promise<'admin' | 'member' | undefined> {
   const admins = await sql<{ user_id: string }[]>`
     select user_id from memberships where organization_id = ${organizationId} and role = 'admin' order by user_id for update`
   const [target] = await sql<{ role: Role }[]>`select role from memberships where organization_id = ${organizationId} and user_id = ${userId} for update`
-  if (target === undefined) throw new ServiceError('member_not_found', 'no such member in this organization')
-  if (target.role === 'admin' && admins.length <= 1) {
+  if (target?.role === 'admin' && admins.length <= 1) {
     throw new ServiceError('last_admin', 'this is the last admin of the organization; make another member admin first')
   }
+  return target?.role
+}
+
+/** Removes a member; refuses to leave the organization without an admin. Run inside a transaction. */
+export async function removeMember(sql: Queryable, organizationId: string, userId: string): Promise<void> {
+  const role = await guardLastAdmin(sql, organizationId, userId)
+  if (role === undefined) throw new ServiceError('member_not_found', 'no such member in this organization')
   await sql`delete from memberships where organization_id = ${organizationId} and user_id = ${userId}`
 }
 

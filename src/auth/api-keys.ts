@@ -14,6 +14,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { ApiKeyRecord } from '../../protocol/schemas/api-keys.js'
 import type { Logger } from '../log.js'
+import type { Sql } from 'postgres'
 import type { Queryable } from '../storage/database.js'
 
 const keyPattern = /^pfk_([0-9a-f]{10})_([A-Za-z0-9_-]{43})$/
@@ -127,7 +128,11 @@ interface CacheEntry {
 
 export class ApiKeyCache {
   readonly #sql: Queryable
-  readonly #entries = new Map<string, CacheEntry>()
+  /** Keys that exist; misses live apart, so a flood of bogus prefixes cannot push real keys out. */
+  readonly #found = new Map<string, CacheEntry>()
+  readonly #missing = new Map<string, CacheEntry>()
+  /** Bumped by invalidate(): a load that started before it must not write its (stale) answer back. */
+  readonly #generations = new Map<string, number>()
   readonly #maxEntries: number
   readonly #now: () => number
 
@@ -142,11 +147,11 @@ export class ApiKeyCache {
     const match = keyPattern.exec(presented)
     if (!match) return undefined
     const prefix = match[1]!
-    let entry = this.#entries.get(prefix)
+    let entry = this.#found.get(prefix) ?? this.#missing.get(prefix)
     if (entry === undefined || this.#now() - entry.at > cacheTtlMs) {
+      const generation = this.#generations.get(prefix) ?? 0
       entry = { at: this.#now(), key: await this.#load(prefix) }
-      if (this.#entries.size >= this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value!)
-      this.#entries.set(prefix, entry)
+      if ((this.#generations.get(prefix) ?? 0) === generation) this.#remember(prefix, entry)
     }
     const key = entry.key
     if (key === undefined || !timingSafeEqual(sha256(presented), key.hash)) return undefined
@@ -154,7 +159,17 @@ export class ApiKeyCache {
   }
 
   invalidate(prefix: string): void {
-    this.#entries.delete(prefix)
+    this.#found.delete(prefix)
+    this.#missing.delete(prefix)
+    this.#generations.set(prefix, (this.#generations.get(prefix) ?? 0) + 1)
+    if (this.#generations.size > this.#maxEntries) this.#generations.delete(this.#generations.keys().next().value!)
+  }
+
+  #remember(prefix: string, entry: CacheEntry): void {
+    const map = entry.key === undefined ? this.#missing : this.#found
+    map.delete(prefix)
+    if (map.size >= this.#maxEntries) map.delete(map.keys().next().value!)
+    map.set(prefix, entry)
   }
 
   async #load(prefix: string): Promise<CacheEntry['key']> {
@@ -190,7 +205,7 @@ export interface UsageEntry {
  * while the store is down.
  */
 export class UsageLogWriter {
-  readonly #sql: Queryable
+  readonly #sql: Sql
   readonly #logger: Logger
   readonly #buffer: UsageEntry[] = []
   readonly #batchSize: number
@@ -199,7 +214,7 @@ export class UsageLogWriter {
   #flushing: Promise<void> | undefined
   dropped = 0
 
-  constructor(sql: Queryable, logger: Logger, options: { intervalMs?: number; batchSize?: number; maxBuffered?: number } = {}) {
+  constructor(sql: Sql, logger: Logger, options: { intervalMs?: number; batchSize?: number; maxBuffered?: number } = {}) {
     this.#sql = sql
     this.#logger = logger
     this.#batchSize = options.batchSize ?? 1_000
@@ -235,9 +250,11 @@ export class UsageLogWriter {
     while (this.#buffer.length) {
       const batch = this.#buffer.splice(0, this.#batchSize)
       try {
+        // One transaction: the entries and last_used_at land together or not at all, so a retry never doubles them.
+        await this.#sql.begin(async (tx) => {
         // Entries of a key deleted meanwhile are skipped by the join instead of failing the batch;
         // ordinality keeps the ids in the order of use, which the log pages by.
-        await this.#sql.unsafe(
+        await tx.unsafe(
           `insert into api_key_usage (api_key_id, used_at, method, route, status, remote_address, request_id)
            select u.k, u.t, u.m, u.r, u.s, u.a, u.q
            from unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[])
@@ -259,12 +276,13 @@ export class UsageLogWriter {
           const at = e.usedAt.toISOString()
           if ((latest.get(e.apiKeyId) ?? '') < at) latest.set(e.apiKeyId, at)
         }
-        await this.#sql.unsafe(
+        await tx.unsafe(
           `update api_keys k set last_used_at = v.t
            from unnest($1::uuid[], $2::timestamptz[]) as v(id, t)
            where k.id = v.id and (k.last_used_at is null or k.last_used_at < v.t)`,
           [[...latest.keys()], [...latest.values()]] as never[],
         )
+        })
       } catch (error) {
         // Put the batch back (bounded by record()) and try again at the next tick.
         this.#buffer.unshift(...batch)

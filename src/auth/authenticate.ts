@@ -45,8 +45,13 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     query: Readonly<Record<string, string | string[]>> = {},
   ): Promise<Principal> {
     if (auth.kind === 'public') return { kind: 'anonymous' }
-    const fromQuery = query['organizationId']
-    const requested = headers['x-organization-id'] ?? (typeof fromQuery === 'string' ? fromQuery : undefined)
+    const fromQuery = typeof query['organizationId'] === 'string' ? query['organizationId'] : undefined
+    const fromHeader = headers['x-organization-id']
+    if (fromHeader !== undefined && fromQuery !== undefined && fromHeader.toLowerCase() !== fromQuery.toLowerCase()) {
+      // Two different answers to "which organization": acting on either could be the wrong one.
+      throw new ServiceError('validation_failed', 'x-organization-id and organizationId name different organizations')
+    }
+    const requested = fromHeader ?? fromQuery
     const token = bearerToken(headers)
     if (token === undefined) {
       const apiKey = headers['x-api-key']

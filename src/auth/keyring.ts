@@ -10,12 +10,14 @@ import { randomUUID } from 'node:crypto'
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose'
 import type { Sql } from 'postgres'
 import type { Logger } from '../log.js'
+import type { SealedBox } from '../secrets/sealed-box.js'
 
 export const signingAlgorithm = 'ES256'
 
 interface KeyRow {
   kid: string
-  private_jwk: JWK
+  /** `{sealed}`: the private JWK sealed with the secret box (a database copy alone cannot forge tokens). */
+  private_jwk: { sealed: string } | JWK
   public_jwk: JWK
 }
 
@@ -31,23 +33,31 @@ export interface Keyring {
 
 const reloadIntervalMs = 5_000
 
-export async function loadKeyring(sql: Sql, logger: Logger): Promise<Keyring> {
+export async function loadKeyring(sql: Sql, box: SealedBox, logger: Logger): Promise<Keyring> {
   let rows = await readKeys(sql)
   if (rows.length === 0) {
     const { privateKey, publicKey } = await generateKeyPair(signingAlgorithm, { extractable: true })
     const kid = randomUUID()
     const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: signingAlgorithm, use: 'sig' }
     const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: signingAlgorithm, use: 'sig' }
+    const sealed = { sealed: box.seal(JSON.stringify(privateJwk), `signing_keys/${kid}`) }
     await sql`insert into signing_keys (kid, algorithm, private_jwk, public_jwk)
-              values (${kid}, ${signingAlgorithm}, ${sql.json(privateJwk as never)}, ${sql.json(publicJwk as never)})`
+              values (${kid}, ${signingAlgorithm}, ${sql.json(sealed as never)}, ${sql.json(publicJwk as never)})`
     logger.info('token signing key generated', { kid })
     rows = await readKeys(sql)
   }
-  let state = await build(rows)
+  // A key stored in clear by an earlier build is sealed now.
+  for (const row of rows) {
+    if (!('sealed' in row.private_jwk)) {
+      const sealed = { sealed: box.seal(JSON.stringify(row.private_jwk), `signing_keys/${row.kid}`) }
+      await sql`update signing_keys set private_jwk = ${sql.json(sealed as never)} where kid = ${row.kid}`
+    }
+  }
+  let state = await build(rows, box)
   let lastReload = Date.now()
   const reload = async (): Promise<void> => {
     lastReload = Date.now()
-    state = await build(await readKeys(sql))
+    state = await build(await readKeys(sql), box)
   }
   return {
     signingKey: () => state.signing,
@@ -69,10 +79,15 @@ async function readKeys(sql: Sql): Promise<KeyRow[]> {
   return sql<KeyRow[]>`select kid, private_jwk, public_jwk from signing_keys where retired_at is null order by created_at desc, kid`
 }
 
-async function build(rows: KeyRow[]): Promise<{ signing: { kid: string; key: CryptoKey }; jwks: JSONWebKeySet; local: ReturnType<typeof createLocalJWKSet> }> {
+async function build(
+  rows: KeyRow[],
+  box: SealedBox,
+): Promise<{ signing: { kid: string; key: CryptoKey }; jwks: JSONWebKeySet; local: ReturnType<typeof createLocalJWKSet> }> {
   const newest = rows[0]
   if (newest === undefined) throw new Error('no signing key in the store')
-  const key = (await importJWK(newest.private_jwk, signingAlgorithm)) as CryptoKey
+  const stored = newest.private_jwk
+  const jwk = 'sealed' in stored && typeof stored.sealed === 'string' ? (JSON.parse(box.open(stored.sealed, `signing_keys/${newest.kid}`)) as JWK) : (stored as JWK)
+  const key = (await importJWK(jwk, signingAlgorithm)) as CryptoKey
   const jwks: JSONWebKeySet = { keys: rows.map((r) => r.public_jwk) }
   return { signing: { kid: newest.kid, key }, jwks, local: createLocalJWKSet(jwks) }
 }

@@ -30,6 +30,7 @@ import {
 import { membershipsOf } from '../auth/accounts.js'
 import { createApiKey } from '../auth/api-keys.js'
 import { chooseOrganization } from '../auth/authenticate.js'
+import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 
@@ -87,10 +88,8 @@ export const createAuthCodeRoute = defineRoute({
   responses: { 200: { description: 'The code.', schema: AuthCodeCreatedSchema } },
   errors: ['rate_limited'],
   handler: async (req, svc: Services) => {
-    const key = `address:${req.remoteAddress}`
-    const wait = svc.pairingLimits.generation.blockedFor(key)
+    const wait = svc.pairingLimits.generation.acquire(addressGroup(req.remoteAddress))
     if (wait !== undefined) throw limited(wait, 'pairing codes from this address')
-    svc.pairingLimits.generation.fail(key)
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = newAuthCode()
       const [row] = await svc.db.sql<{ expires_at: Date }[]>`
@@ -125,43 +124,51 @@ export const verifyAuthCodeRoute = defineRoute({
   handler: async (req, svc: Services) => {
     if (req.principal.kind !== 'user') throw new TypeError('user route without a user')
     const userId = req.principal.userId
-    const keys = [`user:${userId}`, `address:${req.remoteAddress}`]
-    for (const k of keys) {
-      const wait = svc.pairingLimits.verifyFailures.blockedFor(k)
-      if (wait !== undefined) throw limited(wait, 'failed verifications')
-    }
-    const organization = chooseOrganization(await membershipsOf(svc.db.sql, userId), req.body.organizationId)
-    if (organization.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may pair a bridge')
-    const code = normaliseAuthCode(req.body.code)
-    const result = await svc.db.sql.begin(async (tx) => {
-      if (code === undefined) return undefined
-      const [row] = await tx<CodeRow[]>`
-        select id, status, expires_at <= now() as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
-        from auth_codes where code_hash = ${hashCode(code)} for update`
-      if (row === undefined) return undefined
-      if (row.expired) throw new ServiceError('auth_code_expired', 'the pairing code has expired; generate a new one on the bridge')
-      if (row.status !== 'pending') throw new ServiceError('auth_code_used', 'the pairing code was already verified')
-      const [updated] = await tx<CodeRow[]>`
-        update auth_codes set status = 'verified', verified_at = now(), verified_by = ${userId}, organization_id = ${organization.organizationId}
-        where id = ${row.id}
-        returning id, status, false as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id`
-      return updated!
-    })
-    if (result === undefined) {
-      for (const k of keys) svc.pairingLimits.verifyFailures.fail(k)
-      throw new ServiceError('auth_code_not_found', 'no such pairing code')
-    }
-    return {
-      body: {
-        id: result.id,
-        code: displayCode(code!),
-        status: 'verified',
-        verified_at: result.verified_at!.toISOString(),
-        verified_by: result.verified_by,
-        used_at: null,
-        used_by: null,
-        expires_at: result.expires_at.toISOString(),
-      },
+    const attempts = [
+      [svc.pairingLimits.verifyFailures, `user:${userId}`],
+      [svc.pairingLimits.verifyFailures, `address:${addressGroup(req.remoteAddress)}`],
+    ] as const
+    // Counted before the first await; given back unless the code turns out unknown.
+    const wait = acquireAll(attempts)
+    if (wait !== undefined) throw limited(wait, 'failed verifications')
+    let unknownCode = false
+    try {
+      const organization = chooseOrganization(await membershipsOf(svc.db.sql, userId), req.body.organizationId)
+      if (organization.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may pair a bridge')
+      const code = normaliseAuthCode(req.body.code)
+      const result = await svc.db.sql.begin(async (tx) => {
+        if (code === undefined) return undefined
+        const [row] = await tx<CodeRow[]>`
+          select id, status, expires_at <= now() as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
+          from auth_codes where code_hash = ${hashCode(code)} for update`
+        if (row === undefined) return undefined
+        if (row.expired) throw new ServiceError('auth_code_expired', 'the pairing code has expired; generate a new one on the bridge')
+        if (row.status !== 'pending') throw new ServiceError('auth_code_used', 'the pairing code was already verified')
+        const [updated] = await tx<CodeRow[]>`
+          update auth_codes set status = 'verified', verified_at = now(), verified_by = ${userId}, organization_id = ${organization.organizationId}
+          where id = ${row.id}
+          returning id, status, false as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id`
+        return updated!
+      })
+      if (result === undefined) {
+        unknownCode = true
+        throw new ServiceError('auth_code_not_found', 'no such pairing code')
+      }
+      return {
+        body: {
+          id: result.id,
+          code: displayCode(code!),
+          status: 'verified',
+          verified_at: result.verified_at!.toISOString(),
+          verified_by: result.verified_by,
+          used_at: null,
+          used_by: null,
+          expires_at: result.expires_at.toISOString(),
+        },
+      }
+    } finally {
+      // Only guessing counts: a refused caller or a used code gives its attempt back.
+      if (!unknownCode) releaseAll(attempts)
     }
   },
 })
@@ -182,10 +189,12 @@ export const exchangeAuthCodeRoute = defineRoute({
   responses: { 200: { description: 'The API key, with its secret, shown this once.', schema: PairedApiKeySchema } },
   errors: ['auth_code_not_found', 'auth_code_pending', 'auth_code_expired', 'auth_code_used', 'rate_limited'],
   handler: async (req, svc: Services) => {
-    const limitKey = `address:${req.remoteAddress}`
-    const wait = svc.pairingLimits.exchangeFailures.blockedFor(limitKey)
+    const limitKey = addressGroup(req.remoteAddress)
+    // Counted before the first await; given back unless the code turns out unknown.
+    const wait = svc.pairingLimits.exchangeFailures.acquire(limitKey)
     if (wait !== undefined) throw limited(wait, 'unknown pairing codes')
     const code = normaliseAuthCode(req.params.code)
+    let unknownCode = true
     // One transaction, the code's row locked: of concurrent exchanges exactly one sees 'verified'.
     const paired = await svc.db.sql.begin(async (tx) => {
       if (code === undefined) return undefined
@@ -193,6 +202,7 @@ export const exchangeAuthCodeRoute = defineRoute({
         select id, status, expires_at <= now() as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
         from auth_codes where code_hash = ${hashCode(code)} for update`
       if (row === undefined) return undefined
+      unknownCode = false
       if (row.status === 'used') throw new ServiceError('auth_code_used', 'the pairing code was already exchanged')
       if (row.expired) throw new ServiceError('auth_code_expired', 'the pairing code has expired')
       if (row.status === 'pending') throw new ServiceError('auth_code_pending', 'the pairing code is not verified yet')
@@ -205,11 +215,11 @@ export const exchangeAuthCodeRoute = defineRoute({
       })
       await tx`update auth_codes set status = 'used', used_at = now(), api_key_id = ${record.id} where id = ${row.id}`
       return { record, key }
+    }).finally(() => {
+      // Polling a pending code, or any known code, never uses up the budget.
+      if (!unknownCode) svc.pairingLimits.exchangeFailures.release(limitKey)
     })
-    if (paired === undefined) {
-      svc.pairingLimits.exchangeFailures.fail(limitKey)
-      throw new ServiceError('auth_code_not_found', 'no such pairing code')
-    }
+    if (paired === undefined) throw new ServiceError('auth_code_not_found', 'no such pairing code')
     const { record, key } = paired
     return {
       body: {

@@ -6,6 +6,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { JwksSchema, LoginBody, MeSchema, RefreshBody, TokenPairSchema } from '../../protocol/schemas/accounts.js'
 import { emailKey, findUserForLogin, getUser, membershipsOf } from '../auth/accounts.js'
 import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
+import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 
@@ -28,19 +29,21 @@ export const loginRoute = defineRoute({
   errors: ['invalid_credentials', 'rate_limited'],
   handler: async (req, svc: Services) => {
     const { email, password } = req.body
-    const accountKey = `account:${emailKey(email)}`
-    const addressKey = `address:${req.remoteAddress}`
-    const wait = svc.loginFailures.account.blockedFor(accountKey) ?? svc.loginFailures.address.blockedFor(addressKey)
+    const account = emailKey(email)
+    const address = addressGroup(req.remoteAddress)
+    // Counted before the first await, given back on success: parallel guesses cannot slip past the check.
+    const attempts = [
+      [svc.loginFailures.accountAtAddress, `${account}|${address}`],
+      [svc.loginFailures.address, address],
+      [svc.loginFailures.account, account],
+    ] as const
+    const wait = acquireAll(attempts)
     if (wait !== undefined) throw rateLimited(wait)
     const user = await findUserForLogin(svc.db.sql, email)
     // An unknown email costs a full hash too, so response time does not reveal which emails exist.
     const ok = await verifyPassword(password, user?.passwordHash ?? (await decoyHash()))
-    if (user === undefined || !ok) {
-      svc.loginFailures.account.fail(accountKey)
-      svc.loginFailures.address.fail(addressKey)
-      throw new ServiceError('invalid_credentials', 'the email or password is wrong')
-    }
-    svc.loginFailures.account.reset(accountKey)
+    if (user === undefined || !ok) throw new ServiceError('invalid_credentials', 'the email or password is wrong')
+    releaseAll(attempts)
     if (needsRehash(user.passwordHash)) {
       await svc.db.sql`update users set password_hash = ${await hashPassword(password)} where id = ${user.id}`
     }

@@ -69,18 +69,20 @@ export const addMemberRoute = defineRoute({
   operationId: 'addMember',
   summary: 'Add a person to the organization, or change their role (admins only).',
   description:
-    'A new email becomes an account with the given password. An email that already has an account is added as it is, and must come without a password (409 user_exists otherwise): nobody sets another person\'s password.',
+    'A new email becomes an account with the given password. An existing account is added without a password, and only by an admin of ' +
+    'one of its organizations (409 user_exists otherwise): nobody sets another person\'s password or pulls a stranger into their organization. ' +
+    'Demoting the last admin is refused (409 last_admin).',
   tags: ['organizations'],
   auth: { kind: 'user' },
   access: 'admin of the organization {id}',
   schemas: { params: OrganizationParams, body: AddMemberBody },
   responses: { 200: { description: 'The member.', schema: MemberSchema } },
-  errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'user_exists', 'password_required'],
+  errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'user_exists', 'password_required', 'last_admin'],
   handler: async (req, svc: Services) => {
     const userId = userOf(req.principal)
     const member = await svc.db.sql.begin(async (tx) => {
       await requireRole(tx, userId, req.params.id, 'admin')
-      return addMember(tx, req.params.id, req.body.email, req.body.password, req.body.role)
+      return addMember(tx, req.params.id, req.body.email, req.body.password, req.body.role, userId)
     })
     return { body: member }
   },

@@ -121,3 +121,24 @@ t.test('machines - no clock, timer or I/O inside the printer machine module', as
   const source = readFileSync(new URL('../../machines/printer.ts', import.meta.url), 'utf8')
   t.notMatch(source, /Date\.now|new Date|setTimeout|setInterval|performance\.now|Math\.random/)
 })
+
+t.test('jobs - a late progress update does not change a job that has ended', async (t) => {
+  const snap = apply([ev('job:start', {}, { jobId: 3 }), ev('job:finish', { success: false }), ev('job:update', { progress: 99 })])
+  t.match(snap.context.job, { state: 'failed', progress: 0 })
+})
+
+t.test('jobs - a new job:start while a job runs closes the old one as failed, never leaving a ghost', async (t) => {
+  const snap = apply([ev('job:start', {}, { jobId: 10, timestamp: 5 }), ev('job:update', { progress: 40 }), ev('job:start', {}, { jobId: 11, timestamp: 9 })])
+  t.match(snap.context.supersededJob, { jobId: 10, state: 'failed', endedAt: 9, progress: 40 })
+  t.match(snap.context.job, { jobId: 11, state: 'printing' })
+  const repeated = apply([ev('job:start', {}, { jobId: 12 }), ev('job:start', {}, { jobId: 12 })])
+  t.equal(repeated.context.supersededJob, null, 'the same job starting again supersedes nothing')
+})
+
+t.test('ams - slot positions are whole numbers 0-63, each once', async (t) => {
+  const snap = apply([ev('printer:amsUpdate', { slots: [{ position: -5.5 }, { position: 1e300 }, { position: 2, type: 'PLA' }, { position: 2, type: 'ABS' }, { position: 63 }, { position: 64 }] })])
+  t.same(snap.context.ams.map((s) => [s.position, s.materialType]), [
+    [2, 'PLA'],
+    [63, null],
+  ])
+})

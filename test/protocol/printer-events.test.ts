@@ -532,3 +532,38 @@ t.test('printerOfSingleEvent - no usable printer gives undefined', async (t) => 
   t.equal(printerOfSingleEvent(withDataPrinter(['printer-1'])), undefined, 'an array')
   t.equal(printerOfSingleEvent(withDataPrinter({ id: 'printer-1' })), undefined, 'an object')
 })
+
+t.test('checkBatch - an idempotencyKey repeated within one batch names the later item', async (t) => {
+  const { checkBatch, describeBatchProblem } = await import('../../protocol/printer-events.js')
+  const item = (i: number, key?: string) => ({
+    eventId: `e${i}`,
+    type: 'heartbeat' as const,
+    timestamp: 1,
+    seqn: i,
+    hostId: 'h',
+    assignmentEpoch: 1,
+    deliveryAttempt: 1,
+    data: {},
+    ...(key === undefined ? {} : { idempotencyKey: key }),
+  })
+  const problem = checkBatch({ printerId: 'p', timestamp: 1, hostId: 'h', assignmentEpoch: 1, events: [item(1, 'k'), item(2), item(3, 'k')] })
+  t.match(problem, { index: 2, field: 'idempotencyKey' })
+  t.match(describeBatchProblem(problem!), /^body\.events\[2\]\.idempotencyKey repeats/)
+  t.equal(checkBatch({ printerId: 'p', timestamp: 1, hostId: 'h', assignmentEpoch: 1, events: [item(1, 'a'), item(2, 'b'), item(3)] }), undefined)
+})
+
+t.test('timestamp - bounded by the largest time a Date holds (single, batch, items)', async (t) => {
+  const { SinglePrinterEventSchema, PrinterEventBatchSchema } = await import('../../protocol/printer-events.js')
+  const { compileBodyValidator } = await import('../../protocol/schemas/validator.js')
+  const single = compileBodyValidator(SinglePrinterEventSchema)
+  const base = { eventId: 'e', eventType: 'heartbeat', data: {}, seqn: 1, hostId: 'h', assignmentEpoch: 1, deliveryAttempt: 1 }
+  t.equal(single({ ...base, timestamp: 8.64e15 }).ok, true)
+  const far = single({ ...base, timestamp: 1e300 })
+  t.equal(far.ok, false)
+  if (!far.ok) t.match(far.reason, /body\.timestamp must be <= 8640000000000000/)
+  const batch = compileBodyValidator(PrinterEventBatchSchema)
+  const it = { eventId: 'e', type: 'heartbeat', timestamp: 1e300, seqn: 1, hostId: 'h', assignmentEpoch: 1, deliveryAttempt: 1, data: {} }
+  const bad = batch({ printerId: 'p', timestamp: 1, hostId: 'h', assignmentEpoch: 1, events: [it] })
+  t.equal(bad.ok, false)
+  if (!bad.ok) t.match(bad.reason, /body\.events\[0\]\.timestamp must be <=/)
+})

@@ -52,7 +52,7 @@ t.test('usage writer - entries survive a failed write and land once the store an
   let failing = true
   const flaky = new Proxy(db.sql, {
     get(target, prop, receiver) {
-      if (prop === 'unsafe' && failing) return () => Promise.reject(Object.assign(new Error('connection lost'), { code: 'ECONNRESET' }))
+      if (prop === 'begin' && failing) return () => Promise.reject(Object.assign(new Error('connection lost'), { code: 'ECONNRESET' }))
       return Reflect.get(target, prop, receiver)
     },
   })
@@ -73,7 +73,7 @@ t.test('usage writer - entries survive a failed write and land once the store an
 t.test('usage writer - memory is bounded while the store is down; the oldest entries go first', async (t) => {
   const failing = new Proxy(db.sql, {
     get(target, prop, receiver) {
-      if (prop === 'unsafe') return () => Promise.reject(new Error('down'))
+      if (prop === 'begin') return () => Promise.reject(new Error('down'))
       return Reflect.get(target, prop, receiver)
     },
   })
@@ -83,4 +83,32 @@ t.test('usage writer - memory is bounded while the store is down; the oldest ent
   await writer.flush()
   t.equal(writer.dropped, 15, 'a failed write does not grow the buffer past its bound')
   await writer.close()
+})
+
+t.test('api key cache - an invalidation during a lookup is not undone by that lookup', async (t) => {
+  let release: (() => void) | undefined
+  const gate = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const { key, record } = await createApiKey(db.sql, { organizationId: orgId, name: 'racing', scopes: ['printers:read'], expiresAt: null, createdBy: null })
+  // A store whose first answer is held back until the test lets it go.
+  let held = true
+  const slow = new Proxy(db.sql, {
+    apply(target, thisArg, args) {
+      const result = Reflect.apply(target as never, thisArg, args) as Promise<unknown> & { execute?: () => unknown }
+      if (!held) return result
+      held = false
+      // postgres.js queries start when awaited: start this one now, hold back only its answer.
+      result.execute?.()
+      return gate.then(() => result)
+    },
+  })
+  const cache = new ApiKeyCache(slow)
+  const inFlight = cache.resolve(key)
+  // Meanwhile the key is disabled on this node, which invalidates it.
+  await db.sql`update api_keys set enabled = false where id = ${record.id}`
+  cache.invalidate(key.slice(4, 14))
+  release?.()
+  t.equal((await inFlight)?.enabled, true, 'the lookup that started earlier answers what it read')
+  t.equal((await cache.resolve(key))?.enabled, false, 'but it was not cached: the next lookup sees the change')
 })

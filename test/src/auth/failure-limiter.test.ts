@@ -42,3 +42,13 @@ t.test('failure limiter - memory stays bounded, expired windows go first', async
   t.ok(limiter.size <= 100, `size ${limiter.size} stays within maxKeys`)
   t.ok(limiter.blockedFor('new-499') === undefined && limiter.size > 0)
 })
+
+t.test('failure limiter - acquire counts before the attempt, so parallel attempts cannot all pass; release gives one back', async (t) => {
+  const limiter = new FailureLimiter({ limit: 3, windowMs: 60_000 }, () => 0)
+  const results = Array.from({ length: 10 }, () => limiter.acquire('k'))
+  t.equal(results.filter((r) => r === undefined).length, 3, 'only the limit goes ahead, even all at once')
+  t.ok(results.slice(3).every((r) => typeof r === 'number' && r > 0))
+  limiter.release('k')
+  t.equal(limiter.acquire('k'), undefined, 'a released (successful) attempt frees its place')
+  t.ok(limiter.acquire('k'))
+})

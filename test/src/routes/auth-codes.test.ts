@@ -4,6 +4,8 @@ import { normaliseAuthCode } from '../../../src/routes/auth-codes.js'
 import { request, signIn } from '../../helpers/http.js'
 import { whoamiRoute } from '../../helpers/routes.js'
 import { startTestService, testAdmin } from '../../helpers/service.js'
+import { raceBehindRowLock } from '../../helpers/barrier.js'
+import { createHash } from 'node:crypto'
 
 const svc = await startTestService(t, { AUTH_CODE_FAILURES_PER_SOURCE: '1000' }, { extraRoutes: [whoamiRoute('printers:write')] })
 const url = svc.url
@@ -150,4 +152,21 @@ t.test('pairing - abuse limits: code generation, unknown codes and failed verifi
   }
   const blocked = await request(s, '/v1/auth-codes/verify', { method: 'POST', headers: strictAdmin.auth, body: { code: codes[1] } })
   t.equal(blocked.status, 429, 'failed verifications are limited per user')
+})
+
+t.test('pairing - exchanges truly overlapping (held behind the code\'s row lock): exactly one key', { skip: !svc.config.databaseUrl && 'needs a second connection to PostgreSQL' }, async (t) => {
+  const code = await newCode()
+  // By now the admin belongs to two organizations: name the one the bridge joins.
+  t.equal((await verify(code, admin.auth, { organizationId: orgId })).status, 200)
+  const hash = createHash('sha256').update(normaliseAuthCode(code)!).digest()
+  const results = await raceBehindRowLock({
+    databaseUrl: svc.config.databaseUrl!,
+    schema: svc.config.databaseSchema,
+    lock: (tx) => tx`select 1 from auth_codes where code_hash = ${hash} for update`,
+    racers: 4,
+    start: () => exchange(code),
+  })
+  const seen = results.map((r) => `${r.status} ${r.json?.error ?? ''}`)
+  t.equal(results.filter((r) => r.status === 200).length, 1, seen.join('; '))
+  t.equal(results.filter((r) => r.json?.error === 'auth_code_used').length, 3, seen.join('; '))
 })

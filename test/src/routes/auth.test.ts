@@ -4,6 +4,8 @@ import { loadConfig } from '../../../src/config.js'
 import { startService } from '../../../src/service.js'
 import { request, signIn } from '../../helpers/http.js'
 import { captureLogger, startTestService, testAdmin, testEnv } from '../../helpers/service.js'
+import { raceBehindRowLock } from '../../helpers/barrier.js'
+import { hashSecret } from '../../../src/auth/sessions.js'
 
 const svc = await startTestService(t, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000' })
 const url = svc.url
@@ -194,4 +196,26 @@ t.test('rate limits - many successful sign-ins from one address are never limite
   for (let i = 0; i < 2; i++) await request(strict.url, '/v1/auth/login', { method: 'POST', body: { email: `x${i}@test.printfarm`, password: 'nope' } })
   const blocked = await request(strict.url, '/v1/auth/login', { method: 'POST', body: { email: 'y@test.printfarm', password: 'nope' } })
   t.equal(blocked.status, 429, 'failures from one address across accounts are limited too')
+})
+
+t.test('rate limits - parallel wrong passwords cannot slip past the limit', async (t) => {
+  const strict = await startTestService(t, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000' })
+  const attempts = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => request(strict.url, '/v1/auth/login', { method: 'POST', body: { email: testAdmin.email, password: `wrong-${i}` } })),
+  )
+  const checked = attempts.filter((r) => r.status === 401).length
+  t.ok(checked <= 3, `${checked} passwords were checked; the limit is 3`)
+  t.equal(attempts.filter((r) => r.status === 429).length, 20 - checked)
+})
+
+t.test('refresh - racers truly overlapping on one token (held behind its row lock): exactly one wins', { skip: !svc.config.databaseUrl && 'needs a second connection to PostgreSQL' }, async (t) => {
+  const { refresh } = await signIn(url, testAdmin.email, testAdmin.password)
+  const results = await raceBehindRowLock({
+    databaseUrl: svc.config.databaseUrl!,
+    schema: svc.config.databaseSchema,
+    lock: (tx) => tx`select 1 from refresh_tokens where token_hash = ${hashSecret(refresh)} for update`,
+    racers: 3,
+    start: () => request(url, '/v1/auth/refresh', { method: 'POST', body: { refresh_token: refresh } }),
+  })
+  t.equal(results.filter((r) => r.status === 200).length, 1)
 })

@@ -152,3 +152,40 @@ t.test('bad input - each route answers 400 naming the field', async (t) => {
     t.match(res.json.message, message)
   }
 })
+
+t.test('members - nobody can pull a stranger\'s existing account into their organization', async (t) => {
+  await addMember(farmId, admin.auth, { email: 'victim@test.printfarm', password: 'victim-password-1', role: 'member' })
+  // Anyone may create an organization and is its admin: that must not be enough to add existing people.
+  await addMember(farmId, admin.auth, { email: 'stranger@test.printfarm', password: 'stranger-password', role: 'member' })
+  const stranger = await signIn(url, 'stranger@test.printfarm', 'stranger-password')
+  const own = await request(url, '/v1/organizations', { method: 'POST', headers: stranger.auth, body: { name: 'Lure' } })
+  const pulled = await addMember(own.json.id, stranger.auth, { email: 'victim@test.printfarm', role: 'member' })
+  t.equal(pulled.status, 409)
+  t.equal(pulled.json.error, 'user_exists')
+  const victim = await signIn(url, 'victim@test.printfarm', 'victim-password-1')
+  const me = await request(url, '/v1/me', { headers: victim.auth })
+  t.same(me.json.organizations.map((o: { id: string }) => o.id), [farmId], 'the victim is only where they were')
+  const moved = await addMember(own.json.id, admin.auth, { email: 'victim@test.printfarm', role: 'member' })
+  t.equal(moved.status, 404, 'the farm admin is not an admin of the lure, so that id is not found for them')
+})
+
+t.test('members - the last admin cannot be demoted either', async (t) => {
+  const org = await request(url, '/v1/organizations', { method: 'POST', headers: admin.auth, body: { name: 'Demotion farm' } })
+  const demote = await addMember(org.json.id, admin.auth, { email: testAdmin.email, role: 'member' })
+  t.equal(demote.status, 409)
+  t.equal(demote.json.error, 'last_admin')
+  const [row] = await svc.services.db.sql`select count(*)::int as n from memberships where organization_id = ${org.json.id} and role = 'admin'`
+  t.equal(row?.['n'], 1)
+})
+
+t.test('members - a removed member loses access to the organization at once', async (t) => {
+  const org = await request(url, '/v1/organizations', { method: 'POST', headers: admin.auth, body: { name: 'Revocation farm' } })
+  const added = await addMember(org.json.id, admin.auth, { email: 'leaver@test.printfarm', password: 'leaver-password-1', role: 'admin' })
+  const leaver = await signIn(url, 'leaver@test.printfarm', 'leaver-password-1')
+  const asLeaver = { ...leaver.auth, 'x-organization-id': org.json.id }
+  t.equal((await request(url, '/v1/api-keys', { headers: asLeaver })).status, 200)
+  await request(url, `/v1/organizations/${org.json.id}/members/${added.json.userId}`, { method: 'DELETE', headers: admin.auth })
+  const after = await request(url, '/v1/api-keys', { headers: asLeaver })
+  t.equal(after.status, 404, 'the same still-valid access token no longer reaches the organization')
+  t.equal((await request(url, `/v1/organizations/${org.json.id}/members`, { headers: leaver.auth })).status, 404)
+})

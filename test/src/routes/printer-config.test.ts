@@ -90,7 +90,7 @@ t.test('host assignment - created with a host: epoch 1; each move +1; upsert nev
   const again = await request(url, `/v1/printers/${res.json.id}/host-assignment`, { method: 'PUT', headers: auth, body: { hostId: 'host-b' } })
   t.equal(again.json.assignmentEpoch, 3, 'the same host again still raises the epoch')
   const sneaky = await upsert({ name: 'assigned', ip_address: 'h', serial_number: 'SN-HA', host_id: 'host-c' })
-  t.equal(sneaky.status, 409)
+  t.equal(sneaky.status, 400, 'SPEC part 7: printer-config routes answer 400, 404 or 500')
   t.equal(sneaky.json.error, 'printer_assigned_elsewhere')
   t.match(await getOne(res.json.id), { host_id: 'host-b', assignment_epoch: 3 }, 'nothing changed, not even the other fields')
   const same = await upsert({ name: 'assigned', ip_address: 'h2', serial_number: 'SN-HA', host_id: 'host-b' })
@@ -111,7 +111,7 @@ t.test('printer config - PATCH changes fields but never id or host_id', async (t
     t.equal(bad.status, 400, JSON.stringify(body))
   }
   const taken = await request(url, `/v1/printer-config/${res.json.id}`, { method: 'PATCH', headers: auth, body: { serial_number: 'SN-0007' } })
-  t.equal(taken.status, 409)
+  t.equal(taken.status, 400)
   t.equal(taken.json.error, 'serial_number_taken')
 })
 
