@@ -5,3 +5,14 @@ export function organizationOf(principal: Principal): string {
   if (principal.kind !== 'member' && principal.kind !== 'api_key') throw new TypeError('organization route without an organization principal')
   return principal.organizationId
 }
+
+/** The signed-in person behind a user or member principal (routes that need one). */
+export function userOf(principal: Principal): string {
+  if (principal.kind !== 'user' && principal.kind !== 'member') throw new TypeError('route without a signed-in principal')
+  return principal.userId
+}
+
+/** The person behind the request, or null when an API key is calling (e.g. for created_by). */
+export function userIdOrNull(principal: Principal): string | null {
+  return principal.kind === 'member' || principal.kind === 'user' ? principal.userId : null
+}

@@ -140,17 +140,17 @@ export class PrinterConfigStore {
     } else if (body.serial_number !== undefined) {
       ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and serial_number = ${body.serial_number} for update`
     }
-    const { id: _id, host_id: hostId, ...fields } = body
-    void _id
+    // #write sets configuration columns only: id and host_id in the body never reach it.
+    const hostId = body.host_id
     if (existing === undefined) {
       const id = randomUUID()
       await tx`insert into printers (id, organization_id, name, ip_address) values (${id}, ${organizationId}, ${body.name}, ${body.ip_address})`
-      await this.#write(tx, organizationId, id, fields)
+      await this.#write(tx, organizationId, id, body)
       // issue 4: created with a host_id → assigned to that host at epoch 1.
       if (hostId !== undefined) await tx`update printers set host_id = ${hostId}, assignment_epoch = 1 where id = ${id}`
       return { id, updated: false }
     }
-    await this.#write(tx, organizationId, existing.id, fields)
+    await this.#write(tx, organizationId, existing.id, body)
     if (hostId !== undefined && hostId !== existing.host_id) {
       if (existing.host_id !== null) {
         throw new ServiceError('printer_assigned_elsewhere', `the printer is assigned to host '${existing.host_id}'; move it with PUT /v1/printers/${existing.id}/host-assignment`)

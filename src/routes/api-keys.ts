@@ -17,13 +17,9 @@ import {
   UsageLogSchema,
 } from '../../protocol/schemas/api-keys.js'
 import { createApiKey, deleteApiKey, getApiKey, listApiKeys, updateApiKey } from '../auth/api-keys.js'
-import { organizationOf } from '../auth/principal.js'
-import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
+import { organizationOf, userIdOrNull } from '../auth/principal.js'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
-
-function userIdOf(principal: Principal): string | null {
-  return principal.kind === 'member' || principal.kind === 'user' ? principal.userId : null
-}
 
 const read = { kind: 'organization', scope: null } as const
 const write = { kind: 'organization', scope: null, admin: true } as const
@@ -47,7 +43,7 @@ export const createApiKeyRoute = defineRoute({
       name: req.body.name,
       scopes: req.body.scopes,
       expiresAt,
-      createdBy: userIdOf(req.principal),
+      createdBy: userIdOrNull(req.principal),
     })
     return { body: { ...record, key } }
   },

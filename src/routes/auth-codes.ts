@@ -30,6 +30,7 @@ import {
 import { membershipsOf } from '../auth/accounts.js'
 import { createApiKey } from '../auth/api-keys.js'
 import { chooseOrganization } from '../auth/authenticate.js'
+import { userOf } from '../auth/principal.js'
 import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
@@ -122,8 +123,7 @@ export const verifyAuthCodeRoute = defineRoute({
   responses: { 200: { description: 'The verified code.', schema: AuthCodeSchema } },
   errors: ['auth_code_not_found', 'auth_code_expired', 'auth_code_used', 'organization_not_found', 'organization_required', 'ORG_ADMIN_REQUIRED', 'rate_limited'],
   handler: async (req, svc: Services) => {
-    if (req.principal.kind !== 'user') throw new TypeError('user route without a user')
-    const userId = req.principal.userId
+    const userId = userOf(req.principal)
     const attempts = [
       [svc.pairingLimits.verifyFailures, `user:${userId}`],
       [svc.pairingLimits.verifyFailures, `address:${addressGroup(req.remoteAddress)}`],

@@ -5,6 +5,7 @@
 import { ServiceError } from '../../protocol/errors.js'
 import { JwksSchema, LoginBody, MeSchema, RefreshBody, TokenPairSchema } from '../../protocol/schemas/accounts.js'
 import { emailKey, findUserForLogin, getUser, membershipsOf } from '../auth/accounts.js'
+import { userOf } from '../auth/principal.js'
 import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
 import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
@@ -92,8 +93,7 @@ export const meRoute = defineRoute({
   schemas: {},
   responses: { 200: { description: 'The caller.', schema: MeSchema } },
   handler: async (req, svc: Services) => {
-    if (req.principal.kind !== 'user') throw new TypeError('user route without a user principal')
-    const user = await getUser(svc.db.sql, req.principal.userId)
+    const user = await getUser(svc.db.sql, userOf(req.principal))
     if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
     const organizations = (await membershipsOf(svc.db.sql, user.id)).map((m) => ({ id: m.organizationId, name: m.name, role: m.role }))
     return { body: { user, organizations } }

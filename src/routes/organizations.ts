@@ -15,14 +15,10 @@ import {
   OrganizationSchema,
 } from '../../protocol/schemas/accounts.js'
 import { addMember, createOrganization, listMembers, membershipsOf, removeMember, roleIn, type Role } from '../auth/accounts.js'
-import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
+import { userOf } from '../auth/principal.js'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import type { Queryable } from '../storage/database.js'
-
-function userOf(principal: Principal): string {
-  if (principal.kind !== 'user' && principal.kind !== 'member') throw new TypeError('route without a signed-in principal')
-  return principal.userId
-}
 
 /** The caller's role in the organization of the path; 404 when they are not in it (no existence leak). */
 async function requireRole(sql: Queryable, userId: string, organizationId: string, needed: Role): Promise<Role> {
