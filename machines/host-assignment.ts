@@ -16,7 +16,7 @@
 import { assign, setup } from 'xstate'
 
 /** Recent eventIds / idempotency keys remembered per printer, beyond the seqn high-water mark. */
-export const idempotencyWindow = 2048
+export const idempotencyWindow = 256
 
 export interface HostAssignmentContext {
   printerId: string
@@ -24,7 +24,7 @@ export interface HostAssignmentContext {
   hostId: string | null
   /** 0 until the first assignment; +1 on every assignment. */
   assignmentEpoch: number
-  /** Highest seqn applied; -1 before the first event. */
+  /** Highest seqn applied in the current epoch; -1 before its first event (seqns are per epoch). */
   highWaterSeqn: number
   /** Newest last; `e:<eventId>` and `k:<idempotencyKey>`, at most `idempotencyWindow`. */
   recent: readonly string[]
@@ -53,7 +53,8 @@ export const hostAssignmentMachine = setup({
     persistAssignment: (_args, _params: PersistAssignmentParams) => undefined,
     assignHost: assign(({ context, event }) => {
       if (event.type !== 'ASSIGN') return {}
-      return { hostId: event.hostId, assignmentEpoch: context.assignmentEpoch + 1 }
+      // A new epoch starts a new sequence: the new host's bridge numbers its own events.
+      return { hostId: event.hostId, assignmentEpoch: context.assignmentEpoch + 1, highWaterSeqn: -1 }
     }),
     recordApplied: assign(({ context, event }) => {
       if (event.type !== 'EVENTS_APPLIED') return {}

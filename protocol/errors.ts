@@ -147,6 +147,32 @@ export const errorCodes = {
     status: 400,
     description: 'Another printer of this organization has that serial number (the upsert key).',
   },
+  printer_not_assigned: {
+    status: 409,
+    description: 'The printer is not assigned to any host yet, so no bridge may post its events. Assign it with PUT /v1/printers/{id}/host-assignment (or create it with host_id).',
+  },
+  assignment_epoch_stale: {
+    status: 409,
+    description:
+      'The assignmentEpoch is older than the printer\'s current one: the printer was moved since this bridge read its configuration. Stop posting for it; read GET /v1/printer-config?host_id=... again.',
+  },
+  assignment_epoch_unknown: {
+    status: 409,
+    description: 'The assignmentEpoch is newer than any the service issued for this printer. Read the epoch from GET /v1/printer-config.',
+  },
+  assignment_other_host: {
+    status: 409,
+    description: 'The printer is assigned to another host at this epoch; only that host\'s bridge may post its events.',
+  },
+  printer_busy: {
+    status: 409,
+    description: 'The printer is running a job (printing or paused); finish or cancel it first. The body carries the job and the reason.',
+  },
+  printer_owner_unavailable: {
+    status: 503,
+    description: "The node that owns this printer's shard cannot take the request right now. Nothing was stored; retry after the Retry-After delay.",
+    retryable: true,
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',

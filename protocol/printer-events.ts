@@ -157,3 +157,27 @@ export function printerOfSingleEvent(event: SinglePrinterEvent): string | undefi
   const fromData = (event.data as Record<string, unknown>)['printerId']
   return typeof fromData === 'string' && fromData.length >= 1 && fromData.length <= 200 ? fromData : undefined
 }
+
+export const SingleEventResultSchema = Type.Object(
+  {
+    success: Type.Boolean({ description: 'True when the event is stored (now or by an earlier delivery).' }),
+    jobId: Type.Union([Type.Integer(), Type.Null()], { description: 'The job a job:* event belongs to (job:start creates it); null for other events.' }),
+    message: Type.String(),
+  },
+  { title: 'PrinterEventResult' },
+)
+
+export const RefusedEventSchema = Type.Object(
+  { eventId: Type.String(), seqn: Type.Integer(), reason: Type.String() },
+  { title: 'RefusedPrinterEvent' },
+)
+
+export const BatchResultSchema = Type.Object(
+  {
+    success: Type.Boolean({ description: 'True when the batch was taken; see failed.' }),
+    processed: Type.Integer({ description: 'Events of the batch the log holds: stored now or by an earlier delivery (a retry answers like the first delivery).' }),
+    failed: Type.Integer({ description: 'Events the log does not hold and never will (listed in refused); retrying does not change them.' }),
+    refused: Type.Array(RefusedEventSchema),
+  },
+  { title: 'PrinterEventBatchResult' },
+)

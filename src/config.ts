@@ -40,6 +40,12 @@ export interface Config {
   authCodeFailuresPerSource: number
   /** 32-byte key that seals stored printer credentials; undefined → a key kept in the store. */
   secretKey: Buffer | undefined
+  /** Silence after which a printer is offline. */
+  presenceTimeoutMs: number
+  /** Days a stored printer event is kept after receipt. */
+  eventRetentionDays: number
+  /** Printer actors kept in memory at most (idle ones are passivated first). */
+  printerActorsMax: number
 }
 
 export class ConfigError extends Error {
@@ -77,6 +83,9 @@ export const configVariables = [
   'AUTH_CODES_PER_ADDRESS',
   'AUTH_CODE_FAILURES_PER_SOURCE',
   'PRINTFARM_SECRET_KEY',
+  'PRESENCE_TIMEOUT_MS',
+  'EVENT_RETENTION_DAYS',
+  'PRINTER_ACTORS_MAX',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -179,6 +188,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     }
   }
 
+  const presenceTimeoutMs = integer('PRESENCE_TIMEOUT_MS', 90_000, 1_000, 86_400_000)
+  const eventRetentionDays = integer('EVENT_RETENTION_DAYS', 30, 1, 3_650)
+  const printerActorsMax = integer('PRINTER_ACTORS_MAX', 100_000, 100, 10_000_000)
+
   if (problems.length) throw new ConfigError(problems)
   return {
     port,
@@ -203,6 +216,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     authCodesPerAddress,
     authCodeFailuresPerSource,
     secretKey,
+    presenceTimeoutMs,
+    eventRetentionDays,
+    printerActorsMax,
   }
 }
 

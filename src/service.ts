@@ -28,6 +28,8 @@ import { authCodeRoutes } from './routes/auth-codes.js'
 import { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import { PrinterConfigStore } from './printers/config-store.js'
 import { printerConfigRoutes } from './routes/printer-config.js'
+import { printerEventRoutes } from './routes/printer-events.js'
+import { startPrinterNode, type PrinterNode } from './printers/runtime.js'
 import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
 
@@ -54,7 +56,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
@@ -69,13 +71,18 @@ export async function startService(config: Config, options: StartOptions = {}): 
   let keyring: Keyring
   let sealedBox: SealedBox
   let bootstrap: RunningService['bootstrap']
+  let printerNode: PrinterNode
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
     sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
     keyring = await loadKeyring(db.sql, sealedBox, logger)
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
-    mqtt = await connectMqtt(config, logger)
+    printerNode = await startPrinterNode(db, config, metrics, logger)
+    mqtt = await connectMqtt(config, logger).catch(async (error: unknown) => {
+      await printerNode.stop()
+      throw error
+    })
   } catch (error) {
     await db.close().catch(() => undefined)
     stopProcessMetrics()
@@ -104,6 +111,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     apiKeyCache,
     apiKeyUsage,
     printerConfig: new PrinterConfigStore(db, sealedBox, logger),
+    printers: printerNode.runtime,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
@@ -139,6 +147,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
         }),
     })
   } catch (error) {
+    await printerNode.stop().catch(() => undefined)
     await mqtt.close().catch(() => undefined)
     await db.close().catch(() => undefined)
     stopProcessMetrics()
@@ -154,6 +163,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
       logger.info('shutting down', { inFlight: http.inFlight })
       try {
         await http.close(config.shutdownTimeoutMs)
+        // Actors finish their messages and the group commit writes its last flush before the store closes.
+        await printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
         await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
         await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
       } finally {

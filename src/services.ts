@@ -12,6 +12,7 @@ import type { Keyring } from './auth/keyring.js'
 import type { Sessions } from './auth/sessions.js'
 import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import type { PrinterConfigStore } from './printers/config-store.js'
+import type { PrinterRuntime } from '../actors/printer-runtime.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -27,6 +28,8 @@ export interface Services {
   readonly db: Database
   readonly mqtt: MqttConnection
   readonly printerConfig: PrinterConfigStore
+  /** The printer actors of this node (ingestion, host moves, presence, filaments, maintenance). */
+  readonly printers: PrinterRuntime
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

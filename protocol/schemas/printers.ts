@@ -122,3 +122,72 @@ export const HostAssignmentSchema = Type.Object(
   { printerId: Uuid, hostId: Type.String(), assignmentEpoch: Type.Integer({ minimum: 1 }) },
   { title: 'HostAssignment' },
 )
+
+/** PATCH /v1/printer-config/{id}/connection-status: the bridge's view of its link to the printer. */
+export const ConnectionStatusBody = Type.Object(
+  {
+    is_connected: Type.Boolean(),
+    last_heartbeat: Type.String({ format: 'date-time', description: 'When the bridge last heard from the printer.' }),
+    status: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "The printer's status word, as a status event would carry it." })),
+  },
+  { ...strict, title: 'ConnectionStatusRequest' },
+)
+
+export const TestConnectionResultSchema = Type.Object(
+  {
+    success: Type.Boolean(),
+    error: Type.Optional(Type.String({ description: 'Why the printer could not be reached (refused, timed out, unresolvable).' })),
+    host: Type.String(),
+    port: Type.Integer(),
+    elapsedMs: Type.Number(),
+  },
+  { title: 'TestConnectionResult' },
+)
+
+const NullableString = Type.Union([Type.String({ maxLength: 200 }), Type.Null()])
+export const FilamentSlotSchema = Type.Object(
+  {
+    // SPEC: "position (number)"; decided: a whole slot number 0-63, like the AMS slots of a printer event.
+    position: Type.Integer({ minimum: 0, maximum: 63 }),
+    materialId: Type.Optional(NullableString),
+    materialType: Type.Optional(NullableString),
+    color: Type.Optional(NullableString),
+    vendor: Type.Optional(NullableString),
+  },
+  { ...strict, title: 'FilamentSlotAssignment' },
+)
+
+export const FilamentAssignBody = Type.Object(
+  {
+    slots: Type.Array(FilamentSlotSchema, { minItems: 1, maxItems: 64 }),
+    jobId: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+  },
+  { ...strict, title: 'FilamentAssignRequest' },
+)
+
+export const AmsSlotSchema = Type.Object(
+  {
+    position: Type.Integer(),
+    materialType: Type.Union([Type.String(), Type.Null()]),
+    color: Type.Union([Type.String(), Type.Null()]),
+    remaining: Type.Union([Type.Number(), Type.Null()]),
+    materialId: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    vendor: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  },
+  { title: 'AmsSlot' },
+)
+
+export const FilamentAssignResultSchema = Type.Object(
+  { success: Type.Boolean(), jobId: Type.Union([Type.Integer(), Type.Null()]), slots: Type.Array(AmsSlotSchema) },
+  { title: 'FilamentAssignResult' },
+)
+
+export const MaintenanceBody = Type.Object(
+  {
+    maintenance: Type.Boolean(),
+    organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Must name the request's organization when given." })),
+  },
+  { ...strict, title: 'MaintenanceRequest' },
+)
+
+export const MaintenanceResultSchema = Type.Object({ success: Type.Boolean(), message: Type.String() }, { title: 'MaintenanceResult' })

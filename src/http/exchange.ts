@@ -6,7 +6,7 @@
  * After an abort, or once the response ended, `res` is never touched again
  * (DESIGN section 7): every write goes through `send`, which checks both.
  */
-import { errorBody, errorCodes, ServiceError, type ErrorCodeInfo } from '../../protocol/errors.js'
+import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCodeInfo } from '../../protocol/errors.js'
 import type { Logger } from '../log.js'
 import { translateStoreError } from '../storage/errors.js'
 import { RequestAborted, type RequestLifecycle } from './body.js'
@@ -43,6 +43,8 @@ export class Exchange implements RequestLifecycle {
   label = 'unmatched'
   /** The matched route answers 400/404/500 with {error} alone (SPEC part 7). */
   errorOnly = false
+  /** Error bodies carry `code` too (printer-event routes). */
+  errorCoded = false
   /** Set when the caller authenticated with an API key (for its usage log). */
   apiKeyId: string | undefined = undefined
   aborted = false
@@ -127,17 +129,21 @@ export class Exchange implements RequestLifecycle {
       this.host.logger.error('request failed', { requestId: this.requestId, route: this.label, method: this.method, error })
       const body = this.errorOnly
         ? { error: 'internal_error' }
-        : errorBody('internal_error', `an unexpected error occurred; quote request id ${this.requestId} when reporting it`, this.requestId)
+        : this.#coded(errorBody('internal_error', `an unexpected error occurred; quote request id ${this.requestId} when reporting it`, this.requestId))
       this.send(500, JSON.stringify(body), jsonContentType, noHeaders, closeAfter)
       return
     }
     const body =
       this.errorOnly && errorOnlyStatuses.has(coded.status)
         ? { error: coded.code }
-        : { ...errorBody(coded.code, coded.message, this.requestId), ...coded.extra }
+        : { ...this.#coded(errorBody(coded.code, coded.message, this.requestId)), ...coded.extra }
     const headers = Object.entries(coded.headers ?? {})
     if ((errorCodes[coded.code] as ErrorCodeInfo).retryable === true && coded.headers?.['retry-after'] === undefined) headers.push(['retry-after', '1'])
     this.send(coded.status, JSON.stringify(body), jsonContentType, headers, closeAfter)
+  }
+
+  #coded(body: ErrorBody): ErrorBody {
+    return this.errorCoded ? { code: body.error, ...body } : body
   }
 
   #finish(status: number | undefined): void {

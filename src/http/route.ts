@@ -82,9 +82,10 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly emptyBodyAllowed?: boolean
   /**
    * SPEC part 7: a few routes answer 400/404/500 with `{error}` alone (the
-   * auth-code routes). Other statuses keep the full body.
+   * auth-code routes). Other statuses keep the full body. `coded`: the
+   * printer-event routes (SPEC part 4 group H) add `code` (= `error`).
    */
-  readonly errorBody?: 'error-only'
+  readonly errorBody?: 'error-only' | 'coded'
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /** Coded errors the handler itself may throw; framing errors are added for every route. */
   readonly errors?: readonly ErrorCode[]

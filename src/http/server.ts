@@ -172,6 +172,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     const route = compiled.route
     exchange.label = route.path
     exchange.errorOnly = route.errorBody === 'error-only'
+    exchange.errorCoded = route.errorBody === 'coded'
 
     let bodyRead = !hasBody
     const onError = (error: unknown): void => {

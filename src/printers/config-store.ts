@@ -122,16 +122,6 @@ export class PrinterConfigStore {
     }
   }
 
-  /** Moves a printer to a host: the epoch rises by one in the same statement, so two moves never share an epoch. */
-  async assignHost(organizationId: string, id: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
-    const [row] = await this.#db.sql<{ assignment_epoch: number }[]>`
-      update printers set host_id = ${hostId}, assignment_epoch = assignment_epoch + 1, updated_at = now()
-      where organization_id = ${organizationId} and id = ${id}
-      returning assignment_epoch`
-    if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
-    return { printerId: id, hostId, assignmentEpoch: row.assignment_epoch }
-  }
-
   async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody): Promise<{ id: string; updated: boolean }> {
     let existing: Row | undefined
     if (body.id !== undefined) {

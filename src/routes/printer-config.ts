@@ -5,6 +5,12 @@
  * a key with fleet:write.
  */
 import {
+  ConnectionStatusBody,
+  FilamentAssignBody,
+  FilamentAssignResultSchema,
+  MaintenanceBody,
+  MaintenanceResultSchema,
+  TestConnectionResultSchema,
   HostAssignmentBody,
   HostAssignmentSchema,
   PrinterConfigListQuery,
@@ -19,6 +25,8 @@ import {
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import { organizationOf } from '../auth/principal.js'
+import { ServiceError } from '../../protocol/errors.js'
+import { maxProbeMs, probePort, probeTcp } from '../printers/reachability.js'
 
 export const listPrinterConfigRoute = defineRoute({
   method: 'GET',
@@ -51,6 +59,8 @@ export const upsertPrinterConfigRoute = defineRoute({
   errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken'],
   handler: async (req, svc: Services) => {
     const { id, updated } = await svc.printerConfig.upsert(organizationOf(req.principal), req.body)
+    // A host given here may have assigned the printer: its actor rereads the store.
+    if (req.body.host_id !== undefined) await svc.printers.reload(id)
     return { body: { id, success: true, updated } }
   },
 })
@@ -97,7 +107,97 @@ export const assignHostRoute = defineRoute({
   schemas: { params: PrinterParams, body: HostAssignmentBody },
   responses: { 200: { description: 'The new assignment.', schema: HostAssignmentSchema } },
   errors: ['printer_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.printerConfig.assignHost(organizationOf(req.principal), req.params.id, req.body.hostId) }),
+  // Through the printer's actor: the move is serialized with the events it fences.
+  handler: async (req, svc: Services) => ({ body: await svc.printers.assignHost(req.params.id, organizationOf(req.principal), req.body.hostId) }),
+})
+
+export const connectionStatusRoute = defineRoute({
+  method: 'PATCH',
+  path: '/v1/printer-config/{id}/connection-status',
+  operationId: 'reportPrinterConnection',
+  summary: "The bridge's link to the printer: connected (a sign of life, with an optional status word) or not (offline at once).",
+  description:
+    'Goes to the printer\'s actor like an event: is_connected true marks the printer online and restarts its presence timer ' +
+    '(PRESENCE_TIMEOUT_MS); false marks it offline at once. Not part of the event log (it has no seqn).',
+  tags: ['printers'],
+  auth: { kind: 'organization', scope: 'printers:write', admin: true },
+  schemas: { params: PrinterParams, body: ConnectionStatusBody },
+  responses: { 200: { description: 'Recorded.', schema: SuccessSchema } },
+  errors: ['printer_not_found', 'printer_owner_unavailable'],
+  handler: async (req, svc: Services) => {
+    const at = Date.parse(req.body.last_heartbeat)
+    await svc.printers.reportConnection(req.params.id, organizationOf(req.principal), req.body.is_connected, at, req.body.status)
+    return { body: { success: true } }
+  },
+})
+
+export const testConnectionRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/printer-config/{id}/test-connection',
+  operationId: 'testPrinterConnection',
+  summary: "Can the service open a TCP connection to the printer's address and protocol port?",
+  description:
+    `A bounded check: at most the printer's timeout, never more than ${maxProbeMs} ms. The port is the configured one, else the usual ` +
+    'port of its protocol/type (Bambu MQTT 8883, or 1883 when not secure; Moonraker 7125; Snapmaker 8080; FlashForge 8899; HTTP 443/80). ' +
+    'success false with `error` when unreachable (that is an answer, not a failure of the request).',
+  tags: ['printers'],
+  auth: { kind: 'organization', scope: 'printers:write', admin: true },
+  emptyBodyAllowed: true,
+  schemas: { params: PrinterParams },
+  responses: { 200: { description: 'The outcome.', schema: TestConnectionResultSchema } },
+  errors: ['printer_not_found'],
+  handler: async (req, svc: Services) => {
+    const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id)
+    return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs)) }
+  },
+})
+
+export const assignFilamentsRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/printers/{id}/filaments/assign',
+  operationId: 'assignPrinterFilaments',
+  summary: "Record which filament is loaded in which slot (kept on the printer's actor; the queue matches jobs against it).",
+  description:
+    'Only the slots named change; a field left out keeps its value, null clears it. An assignment survives AMS reports of the same ' +
+    'material type in that slot and is dropped when another material is reported there.',
+  tags: ['printers'],
+  auth: { kind: 'organization', scope: 'printers:write', admin: true },
+  schemas: { params: PrinterParams, body: FilamentAssignBody },
+  responses: { 200: { description: "The printer's slots now.", schema: FilamentAssignResultSchema } },
+  errors: ['printer_not_found', 'printer_owner_unavailable'],
+  handler: async (req, svc: Services) => {
+    const positions = new Set<number>()
+    for (const [index, slot] of req.body.slots.entries()) {
+      if (positions.has(slot.position)) throw new ServiceError('validation_failed', `body.slots[${index}].position repeats slot ${slot.position}`)
+      positions.add(slot.position)
+    }
+    const jobId = req.body.jobId ?? null
+    const slots = await svc.printers.assignFilaments(req.params.id, organizationOf(req.principal), req.body.slots, jobId)
+    return { body: { success: true, jobId, slots } }
+  },
+})
+
+export const maintenanceRoute = defineRoute({
+  method: 'PATCH',
+  path: '/v1/printers/{id}/maintenance',
+  operationId: 'setPrinterMaintenance',
+  summary: 'Turn the maintenance flag on or off.',
+  description:
+    'Turning it on while a job is printing or paused answers 409 {job, reason, message} (reason job_printing or job_paused); ' +
+    "turning it off always works. `organizationId`, when given, must be the request's organization.",
+  tags: ['printers'],
+  auth: { kind: 'organization', scope: 'printers:write', admin: true },
+  schemas: { params: PrinterParams, body: MaintenanceBody },
+  responses: { 200: { description: 'Set.', schema: MaintenanceResultSchema } },
+  errors: ['printer_not_found', 'printer_busy', 'printer_owner_unavailable'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationOf(req.principal)
+    if (req.body.organizationId !== undefined && req.body.organizationId !== organizationId) {
+      throw new ServiceError('validation_failed', "body.organizationId names another organization than the request's (x-organization-id or your only one)")
+    }
+    await svc.printers.setMaintenance(req.params.id, organizationId, req.body.maintenance)
+    return { body: { success: true, message: req.body.maintenance ? 'maintenance on' : 'maintenance off' } }
+  },
 })
 
 export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
@@ -106,4 +206,8 @@ export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
   getPrinterConfigRoute,
   updatePrinterConfigRoute,
   assignHostRoute,
+  connectionStatusRoute,
+  testConnectionRoute,
+  assignFilamentsRoute,
+  maintenanceRoute,
 ]

@@ -43,6 +43,14 @@ t.test('host assignment - each move raises the epoch by one, also to the same ho
   t.equal(actions.filter((a) => a.type === 'persistAssignment').length, 1)
 })
 
+t.test('host assignment - a new epoch starts a new seqn sequence but keeps the eventIds it has seen', async (t) => {
+  const snap = start({ printerId: 'p1', hostId: 'host-a', assignmentEpoch: 1, highWaterSeqn: 500, recent: ['e:x'] })
+  const [moved] = transition(hostAssignmentMachine, snap, { type: 'ASSIGN', hostId: 'host-b' })
+  t.match(moved.context, { assignmentEpoch: 2, highWaterSeqn: -1, recent: ['e:x'] })
+  const out = classifyEvents(moved.context, [{ eventId: 'n', seqn: 0 }, { eventId: 'x', seqn: 1 }])
+  t.same(out.apply.map((e) => e.eventId), ['n'], "the new host's seqn 0 applies; a known eventId is still a duplicate")
+})
+
 t.test('host assignment - applied events move the high-water mark forward only and fill a bounded window', async (t) => {
   let snap = start({ printerId: 'p1', hostId: 'host-a', assignmentEpoch: 1, highWaterSeqn: 50 })
   ;[snap] = transition(hostAssignmentMachine, snap, { type: 'EVENTS_APPLIED', highWaterSeqn: 40, eventIds: ['x'], idempotencyKeys: ['kx'] })

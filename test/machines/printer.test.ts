@@ -128,11 +128,16 @@ t.test('jobs - a late progress update does not change a job that has ended', asy
 })
 
 t.test('jobs - a new job:start while a job runs closes the old one as failed, never leaving a ghost', async (t) => {
-  const snap = apply([ev('job:start', {}, { jobId: 10, timestamp: 5 }), ev('job:update', { progress: 40 }), ev('job:start', {}, { jobId: 11, timestamp: 9 })])
-  t.match(snap.context.supersededJob, { jobId: 10, state: 'failed', endedAt: 9, progress: 40 })
-  t.match(snap.context.job, { jobId: 11, state: 'printing' })
-  const repeated = apply([ev('job:start', {}, { jobId: 12 }), ev('job:start', {}, { jobId: 12 })])
-  t.equal(repeated.context.supersededJob, null, 'the same job starting again supersedes nothing')
+  const running = apply([ev('job:start', {}, { jobId: 10, timestamp: 5 }), ev('job:update', { progress: 40 })])
+  const [closed] = transition(printerMachine, running, ev('job:start', {}, { jobId: 11, timestamp: 9 }))
+  t.match(closed.context.job, { jobId: 11, state: 'printing' })
+  t.match(closed.context.changedJobs, [
+    { jobId: 10, state: 'failed', endedAt: 9, progress: 40 },
+    { jobId: 11, state: 'printing' },
+  ])
+  const repeated = apply([ev('job:start', {}, { jobId: 12 })])
+  const [again] = transition(printerMachine, repeated, ev('job:start', {}, { jobId: 12 }))
+  t.same(again.context.changedJobs.map((j) => j.jobId), [12], 'the same job starting again supersedes nothing')
 })
 
 t.test('ams - slot positions are whole numbers 0-63, each once', async (t) => {
@@ -141,4 +146,52 @@ t.test('ams - slot positions are whole numbers 0-63, each once', async (t) => {
     [2, 'PLA'],
     [63, null],
   ])
+})
+
+t.test('batches - a batch applies its events in one transition, with every job it touched listed once in its final state', async (t) => {
+  const [start] = initialTransition(printerMachine, { printerId: 'p1' })
+  const [snap] = transition(printerMachine, start, {
+    type: 'events',
+    events: [
+      { type: 'job:start', data: { name: 'a' }, timestamp: 1, jobId: 1 },
+      { type: 'job:update', data: { progress: 50 }, timestamp: 2 },
+      { type: 'job:finish', data: {}, timestamp: 3 },
+      { type: 'job:start', data: { name: 'b' }, timestamp: 4, jobId: 2 },
+    ],
+  })
+  t.same(
+    snap.context.changedJobs.map((j) => [j.jobId, j.state, j.progress]),
+    [
+      [1, 'finished', 100],
+      [2, 'printing', 0],
+    ],
+  )
+  t.equal(snap.value.presence, 'online')
+  t.equal(snap.context.lastSeenAt, 4)
+})
+
+t.test('batches - a batch whose last event is client:disconnect leaves the printer offline; an empty batch is no sign of life', async (t) => {
+  const [start] = initialTransition(printerMachine, { printerId: 'p1' })
+  const [off] = transition(printerMachine, start, {
+    type: 'events',
+    events: [
+      { type: 'heartbeat', data: {}, timestamp: 1 },
+      { type: 'client:disconnect', data: {}, timestamp: 2 },
+    ],
+  })
+  t.equal(off.value.presence, 'offline')
+  const [empty] = transition(printerMachine, start, { type: 'events', events: [] })
+  t.equal(empty.value.presence, 'offline')
+})
+
+t.test('filaments - an assignment sets slot material and vendor; a later AMS report of the same material keeps it', async (t) => {
+  const [start] = initialTransition(printerMachine, { printerId: 'p1' })
+  let [snap] = transition(printerMachine, start, { type: 'filaments', jobId: 7, slots: [{ position: 1, materialId: 'm-1', materialType: 'PLA', color: '#ff0000', vendor: 'Acme' }] })
+  t.same(snap.context.ams, [{ position: 1, materialType: 'PLA', color: '#ff0000', remaining: null, materialId: 'm-1', vendor: 'Acme' }])
+  t.equal(snap.context.filamentJobId, 7)
+  t.equal(snap.value.presence, 'offline', 'an assignment is not a sign of life')
+  ;[snap] = transition(printerMachine, snap, ev('printer:amsUpdate', { slots: [{ position: 1, type: 'PLA', color: '#ff0000', remaining: 80 }] }))
+  t.match(snap.context.ams[0], { materialId: 'm-1', vendor: 'Acme', remaining: 80 })
+  ;[snap] = transition(printerMachine, snap, ev('printer:amsUpdate', { slots: [{ position: 1, type: 'PETG' }] }))
+  t.equal(snap.context.ams[0]?.materialId, undefined, 'another material was loaded: the assignment no longer holds')
 })

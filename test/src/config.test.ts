@@ -44,7 +44,23 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     authCodesPerAddress: 200,
     authCodeFailuresPerSource: 30,
     secretKey: undefined,
+    presenceTimeoutMs: 90_000,
+    eventRetentionDays: 30,
+    printerActorsMax: 100_000,
   })
+})
+
+t.test('config - presence, retention and actor bounds are validated', async (t) => {
+  const config = loadConfig({ PRESENCE_TIMEOUT_MS: '5000', EVENT_RETENTION_DAYS: '7', PRINTER_ACTORS_MAX: '500' }, cwd)
+  t.match(config, { presenceTimeoutMs: 5000, eventRetentionDays: 7, printerActorsMax: 500 })
+  let error: unknown
+  try {
+    loadConfig({ PRESENCE_TIMEOUT_MS: '10', EVENT_RETENTION_DAYS: '0', PRINTER_ACTORS_MAX: 'many' }, cwd)
+  } catch (e) {
+    error = e
+  }
+  t.type(error, ConfigError)
+  t.match((error as ConfigError).problems, [/PRESENCE_TIMEOUT_MS must be an integer from 1000/, /EVENT_RETENTION_DAYS must be an integer from 1/, /PRINTER_ACTORS_MAX must be an integer from 100/])
 })
 
 t.test('config - blank and whitespace-only values count as unset', async (t) => {

@@ -7,6 +7,7 @@ import { serviceMeta } from './0001-service-meta.js'
 import { accounts } from './0002-accounts.js'
 import { apiKeys } from './0003-api-keys.js'
 import { printers } from './0004-printers.js'
+import { printerEvents } from './0005-printer-events.js'
 
 export interface Migration {
   readonly version: number
@@ -14,4 +15,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents]

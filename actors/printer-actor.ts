@@ -1,0 +1,383 @@
+/**
+ * One printer's actor: the single writer of its host assignment, its seqn
+ * high-water mark and its state (DESIGN section 6). The runtime runs its
+ * methods one at a time through the printer's mailbox, so nothing here
+ * needs a lock.
+ *
+ * The order of a message is always: check (fence, duplicates) → compute the
+ * next state in memory → write it through the group commit → only then
+ * adopt it. If the write fails the actor is marked stale and rebuilt from
+ * the store before its next message: the store is the truth, and the
+ * in-memory state never runs ahead of what was committed.
+ */
+import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type ActorOptions, type SnapshotFrom } from 'xstate'
+import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
+import { printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterJob } from '../machines/printer.js'
+import { ServiceError, type ErrorCode } from '../protocol/errors.js'
+import type { PrinterEventType } from '../protocol/printer-events.js'
+import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence } from './printer-persistence.js'
+
+/** XState's clock interface (setTimeout/clearTimeout); a SimulatedClock in tests. */
+export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>
+
+export interface IncomingEvent {
+  eventId: string
+  idempotencyKey?: string | undefined
+  type: PrinterEventType
+  seqn: number
+  timestamp: number
+  deliveryAttempt: number
+  data: Record<string, unknown>
+}
+
+export interface IngestRequest {
+  organizationId: string
+  hostId: string
+  assignmentEpoch: number
+  events: readonly IncomingEvent[]
+}
+
+export interface RefusedEvent {
+  eventId: string
+  seqn: number
+  reason: string
+}
+
+export interface IngestResult {
+  /** Events of the request the log now holds: stored by this request or an earlier delivery. */
+  processed: number
+  /** Events the log does not hold and never will (see `refused`): retrying does not change them. */
+  failed: number
+  /** Newly stored by this request. */
+  stored: number
+  duplicates: number
+  refused: RefusedEvent[]
+  /** eventId → the job it belongs to (job:* events), for the single-event route's jobId. */
+  jobOf: ReadonlyMap<string, number | null>
+}
+
+/** What a dashboard or the live feed sees of a printer. */
+export interface PrinterView extends PersistedPrinterState {
+  printerId: string
+  organizationId: string
+  online: boolean
+  activity: 'idle' | 'printing' | 'paused'
+  hostId: string | null
+  assignmentEpoch: number
+}
+
+/** Handed to the live-feed hook after a commit. */
+export interface PrinterChange {
+  view: PrinterView
+  /** The events this commit stored (empty for state-only changes such as presence). */
+  events: readonly EventRecord[]
+}
+
+const fenceErrors: Record<FenceRefusal, ErrorCode> = {
+  unassigned: 'printer_not_assigned',
+  stale_epoch: 'assignment_epoch_stale',
+  unknown_epoch: 'assignment_epoch_unknown',
+  other_host: 'assignment_other_host',
+}
+
+type PrinterLogic = typeof printerMachine
+type AssignmentSnapshot = SnapshotFrom<typeof hostAssignmentMachine>
+
+export interface PrinterActorOptions {
+  persistence: PrinterPersistence
+  /** The machine with the runtime's presence timeout provided. */
+  logic: PrinterLogic
+  clock?: Clock | undefined
+  /** The shard's fencing token now (read at each write). */
+  fencingToken: () => number
+  /** A change the actor made on its own (the presence timer): the runtime posts `persistPresence` to the mailbox. */
+  onOwnChange: () => void
+  /** After every commit. */
+  onCommitted: (change: PrinterChange) => void
+}
+
+export class PrinterActor {
+  readonly printerId: string
+  readonly #options: PrinterActorOptions
+  #loaded: { organizationId: string; assignment: AssignmentSnapshot; printer: Actor<PrinterLogic>; persistedOnline: boolean } | undefined
+  /** Set when a write failed: the next message rebuilds from the store first. */
+  #stale = true
+  #missing = false
+  /** True while a message runs: presence changes then are that message's, not the timer's. */
+  #inMessage = false
+  lastUsed = 0
+
+  constructor(printerId: string, options: PrinterActorOptions) {
+    this.printerId = printerId
+    this.#options = options
+  }
+
+  get online(): boolean {
+    return this.#loaded?.printer.getSnapshot().value.presence === 'online'
+  }
+
+  /** No such printer in the store (as of the last hydration). */
+  get missing(): boolean {
+    return this.#missing
+  }
+
+  stop(): void {
+    this.#loaded?.printer.stop()
+    this.#loaded = undefined
+    this.#stale = true
+  }
+
+  async ingest(request: IngestRequest): Promise<IngestResult> {
+    const loaded = await this.#load(request.organizationId)
+    const context = loaded.assignment.context
+    const refusal = checkFence(context, request.hostId, request.assignmentEpoch)
+    if (refusal !== undefined) throw fenceError(refusal, context.hostId, context.assignmentEpoch, request)
+
+    const classified = classifyEvents(context, request.events)
+    const refused: RefusedEvent[] = []
+    let duplicates = 0
+    // A seqn at or below the mark whose eventId is not remembered: a resent event
+    // beyond the window, or a different event reusing a seqn. The log tells which.
+    const unknown = classified.duplicates.filter((e) => e.seqn <= context.highWaterSeqn && !isRemembered(context.recent, e))
+    const stored = unknown.length === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, unknown.map((e) => e.seqn))
+    for (const event of classified.duplicates) {
+      if (!unknown.includes(event) || stored.get(event.seqn) === event.eventId) duplicates++
+      else refused.push({ eventId: event.eventId, seqn: event.seqn, reason: stored.has(event.seqn) ? `seqn ${event.seqn} already holds another event` : `seqn ${event.seqn} is at or below the printer's high-water mark: it arrived after later events and is not stored` })
+    }
+
+    const jobOf = new Map<string, number | null>()
+    if (classified.apply.length === 0) return { processed: duplicates, failed: refused.length, stored: 0, duplicates, refused, jobOf }
+
+    const starts = classified.apply.filter((e) => e.type === 'job:start').length
+    const jobIds = starts === 0 ? [] : await this.#options.persistence.reserveJobIds(starts)
+    const currentJob = loaded.printer.getSnapshot().context.job
+    let jobId: number | null = currentJob !== null && currentJob.endedAt === null ? currentJob.jobId : null
+    const bridgeEvents: BridgeEvent[] = []
+    const records: EventRecord[] = []
+    for (const e of classified.apply) {
+      let eventJob: number | null = null
+      if (e.type === 'job:start') jobId = eventJob = jobIds.shift()!
+      else if (e.type.startsWith('job:')) eventJob = jobId
+      jobOf.set(e.eventId, eventJob)
+      bridgeEvents.push(eventJob === null || e.type !== 'job:start' ? { type: e.type, data: e.data, timestamp: e.timestamp } : { type: e.type, data: e.data, timestamp: e.timestamp, jobId: eventJob })
+      records.push({ eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId: eventJob })
+    }
+
+    const next = await this.#change({ type: 'events', events: bridgeEvents }, records, classified.highWaterSeqn)
+    const inserted = next.inserted
+    // Events the store already held (the window forgot them) count as duplicates, not as new.
+    const newly = records.filter((r) => inserted.has(r.eventId))
+    this.#loaded!.assignment = transition(hostAssignmentMachine, this.#loaded!.assignment, {
+      type: 'EVENTS_APPLIED',
+      highWaterSeqn: classified.highWaterSeqn,
+      eventIds: records.map((r) => r.eventId),
+      idempotencyKeys: records.flatMap((r) => (r.idempotencyKey === null ? [] : [r.idempotencyKey])),
+    })[0]
+    return {
+      processed: duplicates + records.length,
+      failed: refused.length,
+      stored: newly.length,
+      duplicates: duplicates + records.length - newly.length,
+      refused,
+      jobOf,
+    }
+  }
+
+  async assignHost(organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
+    const loaded = await this.#load(organizationId)
+    const [next, actions] = transition(hostAssignmentMachine, loaded.assignment, { type: 'ASSIGN', hostId })
+    const persist = actions.find((a) => a.type === 'persistAssignment')
+    const params = persist?.params as { hostId: string; assignmentEpoch: number } | undefined
+    if (params === undefined) throw new Error('the host-assignment machine did not ask to persist an assignment')
+    const moved = await this.#options.persistence.assignHost(this.printerId, params.hostId, loaded.assignment.context.assignmentEpoch, params.assignmentEpoch, this.#options.fencingToken())
+    if (!moved) {
+      // Another writer moved it (an upsert that first gave it a host): rebuild and try once more.
+      this.#stale = true
+      const again = await this.#load(organizationId)
+      const [retry] = transition(hostAssignmentMachine, again.assignment, { type: 'ASSIGN', hostId })
+      if (!(await this.#options.persistence.assignHost(this.printerId, hostId, again.assignment.context.assignmentEpoch, retry.context.assignmentEpoch, this.#options.fencingToken()))) {
+        this.#stale = true
+        throw new ServiceError('printer_owner_unavailable', 'the printer was moved concurrently; retry')
+      }
+      again.assignment = retry
+      return { printerId: this.printerId, hostId, assignmentEpoch: retry.context.assignmentEpoch }
+    }
+    loaded.assignment = next
+    this.#publish([])
+    return { printerId: this.printerId, hostId: params.hostId, assignmentEpoch: params.assignmentEpoch }
+  }
+
+  async setMaintenance(organizationId: string, on: boolean): Promise<void> {
+    const loaded = await this.#load(organizationId)
+    const job = loaded.printer.getSnapshot().context.job
+    if (on && job !== null && (job.state === 'printing' || job.state === 'paused')) {
+      throw new ServiceError('printer_busy', `the printer is ${job.state} job ${job.jobId}; maintenance can start once it ends`, {
+        extra: { job, reason: job.state === 'printing' ? 'job_printing' : 'job_paused' },
+      })
+    }
+    await this.#change({ type: 'maintenance', on }, [], loaded.assignment.context.highWaterSeqn)
+  }
+
+  async assignFilaments(organizationId: string, slots: readonly FilamentAssignment[], jobId: number | null): Promise<PersistedPrinterState['ams']> {
+    const loaded = await this.#load(organizationId)
+    await this.#change({ type: 'filaments', slots, jobId }, [], loaded.assignment.context.highWaterSeqn)
+    return this.#loaded!.printer.getSnapshot().context.ams
+  }
+
+  /** The bridge's connection report (PATCH connection-status): seen now, or disconnected now. */
+  async reportConnection(organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
+    const loaded = await this.#load(organizationId)
+    const event: BridgeEvent = connected ? { type: 'heartbeat', data: status === undefined ? {} : { status }, timestamp: at } : { type: 'client:disconnect', data: {}, timestamp: at }
+    // A status word given with the report is the printer's status, like a status event's.
+    const events: BridgeEvent[] = connected && status !== undefined ? [{ type: 'status', data: { status }, timestamp: at }, event] : [event]
+    await this.#change({ type: 'events', events }, [], loaded.assignment.context.highWaterSeqn)
+  }
+
+  /** Writes a presence change the timer made (offline after silence). */
+  async persistPresence(): Promise<void> {
+    const loaded = this.#loaded
+    if (loaded === undefined || this.#stale) return
+    const online = this.online
+    if (online === loaded.persistedOnline) return
+    await this.#write(loaded.printer.getSnapshot().context, [], loaded.assignment.context.highWaterSeqn, online, false, [])
+    loaded.persistedOnline = online
+    this.#publish([])
+  }
+
+  async view(organizationId: string): Promise<PrinterView> {
+    await this.#load(organizationId)
+    return this.#view()
+  }
+
+  /** Marks the actor for rehydration (its configuration changed in the store). */
+  invalidate(): void {
+    this.stop()
+  }
+
+  #view(): PrinterView {
+    const loaded = this.#loaded!
+    const snap = loaded.printer.getSnapshot()
+    return {
+      ...persistable(snap.context),
+      printerId: this.printerId,
+      organizationId: loaded.organizationId,
+      online: snap.value.presence === 'online',
+      activity: snap.value.activity as PrinterView['activity'],
+      hostId: loaded.assignment.context.hostId,
+      assignmentEpoch: loaded.assignment.context.assignmentEpoch,
+    }
+  }
+
+  /**
+   * Sends one machine event, writes the result, and keeps it only if the
+   * write succeeded. The previous snapshot is not restored in place: the
+   * actor is rebuilt from the store (`#stale`), which holds exactly what
+   * was committed.
+   */
+  async #change(event: Parameters<Actor<PrinterLogic>['send']>[0], records: EventRecord[], highWaterSeqn: number): Promise<{ inserted: ReadonlySet<string> }> {
+    const loaded = this.#loaded!
+    this.#inMessage = true
+    try {
+      loaded.printer.send(event)
+    } finally {
+      this.#inMessage = false
+    }
+    const snap = loaded.printer.getSnapshot()
+    const online = snap.value.presence === 'online'
+    let outcome
+    try {
+      const seen = event.type === 'events' && event.events.length > 0
+      outcome = await this.#write(snap.context, records, highWaterSeqn, online, seen, snap.context.changedJobs)
+    } catch (error) {
+      this.stop()
+      throw error
+    }
+    loaded.persistedOnline = online
+    this.#publish(records.filter((r) => outcome.inserted.has(r.eventId)))
+    return outcome
+  }
+
+  #write(context: PrinterContext, events: EventRecord[], highWaterSeqn: number, online: boolean, seen: boolean, jobs: PrinterJob[]) {
+    const loaded = this.#loaded!
+    const unit: PrinterCommit = {
+      printerId: this.printerId,
+      organizationId: loaded.organizationId,
+      hostId: loaded.assignment.context.hostId,
+      assignmentEpoch: loaded.assignment.context.assignmentEpoch,
+      fencingToken: this.#options.fencingToken(),
+      events,
+      highWaterSeqn,
+      state: persistable(context),
+      online,
+      seen,
+      jobs,
+    }
+    return this.#options.persistence.commit(unit)
+  }
+
+  #publish(events: readonly EventRecord[]): void {
+    this.#options.onCommitted({ view: this.#view(), events })
+  }
+
+  async #load(organizationId: string) {
+    if (this.#stale) {
+      this.stop()
+      const hydrated = await this.#options.persistence.hydrate(this.printerId)
+      this.#missing = hydrated === undefined
+      if (hydrated === undefined) throw notFound()
+      this.#loaded = this.#build(hydrated)
+      this.#stale = false
+    }
+    const loaded = this.#loaded!
+    // Another organization's printer is "not found", exactly like a missing one.
+    if (loaded.organizationId !== organizationId) throw notFound()
+    return loaded
+  }
+
+  #build(hydrated: HydratedPrinter) {
+    const [assignment] = initialTransition(hostAssignmentMachine, {
+      printerId: hydrated.printerId,
+      hostId: hydrated.hostId,
+      assignmentEpoch: hydrated.assignmentEpoch,
+      highWaterSeqn: hydrated.highWaterSeqn,
+      recent: hydrated.recent,
+    })
+    const printer = createActor(this.#options.logic as AnyActorLogic as PrinterLogic, {
+      input: { printerId: hydrated.printerId, ...(hydrated.state ?? {}) },
+      ...(this.#options.clock === undefined ? {} : { clock: this.#options.clock }),
+    })
+    let presence = 'offline'
+    printer.subscribe((snap) => {
+      const now = snap.value.presence as string
+      if (now !== presence && !this.#inMessage) this.#options.onOwnChange()
+      presence = now
+    })
+    printer.start()
+    // Hydrated printers start offline (the machine's rule); the store may still say online.
+    return { organizationId: hydrated.organizationId, assignment, printer, persistedOnline: true }
+  }
+}
+
+function persistable(context: PrinterContext): PersistedPrinterState {
+  const { printerId: _id, changedJobs: _jobs, ...state } = context
+  return state
+}
+
+function isRemembered(recent: readonly string[], event: { eventId: string; idempotencyKey?: string | undefined }): boolean {
+  return recent.includes(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.includes(`k:${event.idempotencyKey}`))
+}
+
+function notFound(): ServiceError {
+  return new ServiceError('printer_not_found', 'no such printer in this organization')
+}
+
+function fenceError(refusal: FenceRefusal, hostId: string | null, epoch: number, request: IngestRequest): ServiceError {
+  const messages: Record<FenceRefusal, string> = {
+    unassigned: 'the printer is not assigned to any host; assign it with PUT /v1/printers/{id}/host-assignment',
+    stale_epoch: `assignmentEpoch ${request.assignmentEpoch} is stale: the printer is at epoch ${epoch} now (it was moved); re-read GET /v1/printer-config?host_id=${request.hostId}`,
+    unknown_epoch: `assignmentEpoch ${request.assignmentEpoch} was never issued for this printer (current epoch ${epoch})`,
+    other_host: `the printer is assigned to another host at epoch ${epoch}`,
+  }
+  void hostId // never named: another host's id is not the caller's business
+  return new ServiceError(fenceErrors[refusal], messages[refusal])
+}

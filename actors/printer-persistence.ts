@@ -1,0 +1,77 @@
+/**
+ * What the printer runtime needs from the durable store, as an interface:
+ * actors/ may not touch PostgreSQL (the layering of DESIGN section 2), so
+ * src/printers implements this and the runtime is given it. The store, not
+ * the actor, is the truth: an actor whose write failed is rehydrated from
+ * here.
+ */
+import type { PrinterEventType } from '../protocol/printer-events.js'
+import type { PrinterContext, PrinterJob } from '../machines/printer.js'
+
+/** The printer state kept across restarts: the machine's context minus its id and per-transition bookkeeping. */
+export type PersistedPrinterState = Omit<PrinterContext, 'printerId' | 'changedJobs'>
+
+export interface HydratedPrinter {
+  printerId: string
+  organizationId: string
+  hostId: string | null
+  assignmentEpoch: number
+  /** Of the current epoch; -1 when it has no events yet. */
+  highWaterSeqn: number
+  /** The newest stored eventIds / idempotency keys (`e:` / `k:` prefixed), oldest first. */
+  recent: string[]
+  state: PersistedPrinterState | null
+}
+
+/** One event as it goes to the event log. */
+export interface EventRecord {
+  eventId: string
+  idempotencyKey: string | null
+  type: PrinterEventType
+  seqn: number
+  timestamp: number
+  deliveryAttempt: number
+  data: Record<string, unknown>
+  /** The job the event belongs to (job:* events), else null. */
+  jobId: number | null
+}
+
+/** Everything one actor message changes, written atomically (one group-commit unit). */
+export interface PrinterCommit {
+  printerId: string
+  organizationId: string
+  hostId: string | null
+  assignmentEpoch: number
+  /** The shard's fencing token (issue 7 checks it in the same statement). */
+  fencingToken: number
+  events: EventRecord[]
+  highWaterSeqn: number
+  state: PersistedPrinterState
+  online: boolean
+  /** The message was a sign of life from the bridge (events, a connection report): the silence sweep's clock restarts. */
+  seen: boolean
+  jobs: PrinterJob[]
+}
+
+export interface CommitOutcome {
+  /** eventIds the log did not hold before (the rest were already stored: duplicates the store caught). */
+  inserted: ReadonlySet<string>
+}
+
+export interface PrinterPersistence {
+  /** undefined when no such printer exists. */
+  hydrate(printerId: string): Promise<HydratedPrinter | undefined>
+  /** Resolves only after the commit (group-committed with other actors' units). */
+  commit(unit: PrinterCommit): Promise<CommitOutcome>
+  /** Fresh numeric job ids (the jobs table's own sequence), for job:start events. */
+  reserveJobIds(count: number): Promise<number[]>
+  /** The eventIds stored at these seqns of one epoch (to tell a resent event from a reused seqn). */
+  storedEventIds(printerId: string, assignmentEpoch: number, seqns: readonly number[]): Promise<Map<number, string>>
+  /**
+   * Moves the printer to a host if its epoch is still `fromEpoch` (compare-and-set);
+   * false when the store moved on (another writer), so the actor rehydrates.
+   */
+  assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number, fencingToken: number): Promise<boolean>
+  /** Printers still marked online that nobody has heard from since `before`, other than the live ones: marked offline. */
+  markSilentOffline(before: Date, liveIds: readonly string[]): Promise<string[]>
+}

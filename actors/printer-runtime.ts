@@ -1,0 +1,203 @@
+/**
+ * The printer actors of this node (DESIGN section 6): spawned on a printer's
+ * first message and hydrated from the store, one message at a time each
+ * (a mailbox per printer), passivated when idle, and bounded in number.
+ *
+ * Memory: a resident printer costs its machine context plus a window of
+ * recent event ids (idempotencyWindow). Idle printers are passivated after
+ * `idleMs`; past `maxResident` the least recently used idle printers go
+ * first, whatever their presence, so a burst of thousands of printers never
+ * grows the heap without bound. A passivated online printer keeps its
+ * stored `online` flag; the silence sweep marks it offline when its bridge
+ * stays quiet, exactly as its timer would have.
+ */
+import { printerMachine, type FilamentAssignment } from '../machines/printer.js'
+import { ServiceError } from '../protocol/errors.js'
+import { Mailbox } from './mailbox.js'
+import { PrinterActor, type Clock, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
+import type { PersistedPrinterState, PrinterPersistence } from './printer-persistence.js'
+import { shardOf, type ShardDirectory } from './shard-directory.js'
+
+export interface PrinterRuntimeOptions {
+  directory: ShardDirectory
+  persistence: PrinterPersistence
+  /** Silence after which a printer is offline. */
+  presenceTimeoutMs: number
+  /** Idle time after which an actor is passivated (at least the presence timeout, so timers fire while resident). */
+  idleMs: number
+  maxResident: number
+  /** The actors' clock (a SimulatedClock in tests); the sweeps use `now`. */
+  clock?: Clock | undefined
+  now?: () => number
+  /** After each ingest that got an answer (metrics). */
+  onIngested?: (result: IngestResult) => void
+  /** Called when background work (a presence write, a sweep) fails; never throws. */
+  onBackgroundError?: (what: string, error: unknown) => void
+}
+
+interface Entry {
+  actor: PrinterActor
+  mailbox: Mailbox
+}
+
+/** A printer id is a UUID (the store's key); anything else cannot name one. */
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+export class PrinterRuntime {
+  readonly #options: PrinterRuntimeOptions
+  readonly #logic
+  /** Insertion order is recency order: every use moves an entry to the end. */
+  readonly #entries = new Map<string, Entry>()
+  readonly #listeners = new Set<(change: PrinterChange) => void>()
+  #sweep: ReturnType<typeof setInterval> | undefined
+  #stopping = false
+  readonly #now: () => number
+
+  constructor(options: PrinterRuntimeOptions) {
+    this.#options = options
+    this.#now = options.now ?? Date.now
+    this.#logic = printerMachine.provide({ delays: { presenceTimeout: options.presenceTimeoutMs } })
+  }
+
+  get resident(): number {
+    return this.#entries.size
+  }
+
+  /** Starts the passivation and silence sweeps. */
+  start(): void {
+    const every = Math.max(1_000, Math.min(this.#options.idleMs, this.#options.presenceTimeoutMs) / 2)
+    this.#sweep = setInterval(() => void this.sweep(), every)
+    this.#sweep.unref()
+  }
+
+  /** Stops taking messages, lets every mailbox finish, stops the actors. */
+  async stop(): Promise<void> {
+    this.#stopping = true
+    if (this.#sweep !== undefined) clearInterval(this.#sweep)
+    await Promise.all([...this.#entries.values()].map((e) => e.mailbox.drained()))
+    for (const entry of this.#entries.values()) entry.actor.stop()
+    this.#entries.clear()
+  }
+
+  /** The live-feed hook: called after each commit, off the request's path; returns an unsubscribe. */
+  onChange(listener: (change: PrinterChange) => void): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  ingest(printerId: string, request: IngestRequest): Promise<IngestResult> {
+    return this.#send(printerId, async (a) => {
+      const result = await a.ingest(request)
+      this.#options.onIngested?.(result)
+      return result
+    })
+  }
+
+  assignHost(printerId: string, organizationId: string, hostId: string) {
+    return this.#send(printerId, (a) => a.assignHost(organizationId, hostId))
+  }
+
+  setMaintenance(printerId: string, organizationId: string, on: boolean): Promise<void> {
+    return this.#send(printerId, (a) => a.setMaintenance(organizationId, on))
+  }
+
+  assignFilaments(printerId: string, organizationId: string, slots: readonly FilamentAssignment[], jobId: number | null): Promise<PersistedPrinterState['ams']> {
+    return this.#send(printerId, (a) => a.assignFilaments(organizationId, slots, jobId))
+  }
+
+  reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
+    return this.#send(printerId, (a) => a.reportConnection(organizationId, connected, at, status))
+  }
+
+  view(printerId: string, organizationId: string): Promise<PrinterView> {
+    return this.#send(printerId, (a) => a.view(organizationId))
+  }
+
+  /** The store changed under the actor (configuration written elsewhere): rebuild before its next message. */
+  reload(printerId: string): Promise<void> {
+    const entry = this.#entries.get(printerId)
+    if (entry === undefined) return Promise.resolve()
+    return entry.mailbox.post(async () => entry.actor.invalidate())
+  }
+
+  /** Passivates idle actors and marks silent printers offline; run on a timer, callable from tests. */
+  async sweep(): Promise<void> {
+    const now = this.#now()
+    for (const [id, entry] of this.#entries) {
+      if (!entry.mailbox.idle) continue
+      const idle = now - entry.actor.lastUsed >= this.#options.idleMs
+      const over = this.#entries.size > this.#options.maxResident
+      // Online printers stay while they report; past the bound, recency alone decides.
+      if ((idle && !entry.actor.online) || over) this.#passivate(id, entry)
+    }
+    try {
+      const offline = await this.#options.persistence.markSilentOffline(new Date(now - this.#options.presenceTimeoutMs), [...this.#entries.keys()])
+      void offline
+    } catch (error) {
+      this.#options.onBackgroundError?.('presence sweep', error)
+    }
+  }
+
+  #passivate(id: string, entry: Entry): void {
+    entry.actor.stop()
+    this.#entries.delete(id)
+  }
+
+  async #send<T>(printerId: string, task: (actor: PrinterActor) => Promise<T>): Promise<T> {
+    if (this.#stopping) throw new ServiceError('shutting_down', 'this node is shutting down; retry')
+    if (!uuidPattern.test(printerId)) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+    const id = printerId.toLowerCase()
+    const shard = shardOf(id)
+    // issue 7 forwards to the owner; until then a shard this node does not own cannot be served.
+    if (!this.#options.directory.ownsShard(shard)) throw new ServiceError('printer_owner_unavailable', "this node does not own the printer's shard now; retry")
+    let entry = this.#entries.get(id)
+    if (entry === undefined) {
+      entry = this.#spawn(id, shard)
+    } else {
+      this.#entries.delete(id)
+      this.#entries.set(id, entry)
+    }
+    const { actor, mailbox } = entry
+    actor.lastUsed = this.#now()
+    return mailbox.post(async () => {
+      try {
+        return await task(actor)
+      } finally {
+        actor.lastUsed = this.#now()
+        // An id that names no printer is not kept (unless more messages wait): unknown ids cannot fill memory.
+        if (actor.missing && mailbox.size === 1 && this.#entries.get(id) === entry) this.#passivate(id, entry)
+      }
+    })
+  }
+
+  #spawn(id: string, shard: number): Entry {
+    const mailbox = new Mailbox()
+    const actor: PrinterActor = new PrinterActor(id, {
+      persistence: this.#options.persistence,
+      logic: this.#logic,
+      clock: this.#options.clock,
+      fencingToken: () => this.#options.directory.tokenOf(shard),
+      onOwnChange: () => {
+        mailbox.post(() => actor.persistPresence()).catch((error: unknown) => this.#options.onBackgroundError?.('presence write', error))
+      },
+      onCommitted: (change) => this.#publish(change),
+    })
+    const entry = { actor, mailbox }
+    this.#entries.set(id, entry)
+    return entry
+  }
+
+  #publish(change: PrinterChange): void {
+    if (this.#listeners.size === 0) return
+    // Off the request's path: the reply goes out first, subscribers run on the next turn.
+    setImmediate(() => {
+      for (const listener of this.#listeners) {
+        try {
+          listener(change)
+        } catch (error) {
+          this.#options.onBackgroundError?.('live-feed listener', error)
+        }
+      }
+    })
+  }
+}

@@ -1,0 +1,394 @@
+/**
+ * Batch ingestion (issue 4): simulated bridges (several hosts, 1,000
+ * printers) post 100-event batches of a realistic mix over real HTTP to the
+ * real server (its own process) on real PostgreSQL, many requests in flight.
+ * Figures: events/s acknowledged, batch latency p50/p99; then a variant with
+ * 10% retried batches and 1% stale-epoch batches.
+ *
+ * The limit, measured in the same run on the same tables: the fastest bulk
+ * insert of the same rows by postgres.js alone, no server (the best of COPY,
+ * unnest arrays and jsonb_to_recordset, each with the same concurrency of
+ * statements as the server's group commit). Ratio = server / limit.
+ *
+ * Needs PostgreSQL: BENCH_DATABASE_URL, else DATABASE_URL, else
+ * postgres://postgres@127.0.0.1:5432/test. Uses a fresh schema, dropped after.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { Agent, request as httpRequest } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import postgres from 'postgres'
+import { readdirSync, readFileSync } from 'node:fs'
+import { cpuSeconds, emit, freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
+
+/** CPU seconds of every PostgreSQL process on this machine (the database's share of the two cores). */
+function postgresCpuSeconds(): number {
+  let total = 0
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      if (!stat.includes('(postgres)')) continue
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      total += (Number(fields[11]) + Number(fields[12])) / 100
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total
+}
+
+const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+const printerCount = Number(process.env['BENCH_PRINTERS'] ?? 1000)
+const hosts = 10
+const inFlight = Number(process.env['BENCH_IN_FLIGHT'] ?? 32)
+const lightInFlight = 4
+const eventsPerBatch = 100
+const durationMs = Number(process.env['BENCH_SECONDS'] ?? 10) * 1000
+const warmupMs = 3000
+const schema = `bench_${randomBytes(5).toString('hex')}`
+const admin = { email: 'bench@printfarm.local', password: 'bench-password-123' }
+const round = (n: number, d = 0): number => Math.round(n * 10 ** d) / 10 ** d
+
+interface Reply {
+  status: number
+  body: string
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: inFlight + 8 })
+function call(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+const json = async (r: Promise<Reply>, expect = 200) => {
+  const reply = await r
+  if (reply.status !== expect) throw new Error(`unexpected ${reply.status}: ${reply.body}`)
+  return JSON.parse(reply.body)
+}
+
+/** A bridge's view of one printer: its host, epoch and next seqn. */
+interface Printer {
+  id: string
+  host: string
+  epoch: number
+  seqn: number
+  jobRunning: boolean
+  progress: number
+  acked: string[]
+}
+
+let eventCounter = 0
+/** A realistic mix: mostly telemetry deltas (temperatures, fans, progress), heartbeats, status, AMS now and then, a job every few batches. */
+function makeEvent(p: Printer, now: number): Record<string, unknown> {
+  const seqn = p.seqn++
+  const roll = seqn % 100
+  let type = 'printer:deltaUpdate'
+  let data: Record<string, unknown>
+  if (roll === 0 && !p.jobRunning) {
+    type = 'job:start'
+    p.jobRunning = true
+    p.progress = 0
+    data = { name: `part-${seqn}.3mf`, plateIndex: 1, estimatedSeconds: 5400, filamentGrams: 42.5 }
+  } else if (roll === 50 && p.jobRunning) {
+    type = 'job:finish'
+    p.jobRunning = false
+    data = { success: true, durationSeconds: 5321 }
+  } else if (roll % 10 === 5 && p.jobRunning) {
+    type = 'job:update'
+    p.progress = Math.min(99, p.progress + 2)
+    data = { progress: p.progress, layer: p.progress * 3, totalLayers: 300, remainingSeconds: 5400 - p.progress * 54 }
+  } else if (roll % 25 === 7) {
+    type = 'heartbeat'
+    data = { uptime: seqn, wifiSignal: -52 }
+  } else if (roll === 33) {
+    type = 'printer:amsUpdate'
+    data = { slots: [0, 1, 2, 3].map((position) => ({ position, type: 'PLA', color: '#1e90ff', remaining: 80 - position })) }
+  } else if (roll % 20 === 3) {
+    type = 'printer:statusUpdate'
+    data = { status: p.jobRunning ? 'RUNNING' : 'IDLE', stage: 'printing', speedLevel: 2 }
+  } else {
+    data = { nozzleTemp: 219.5 + (seqn % 7) / 10, nozzleTarget: 220, bedTemp: 59.8, bedTarget: 60, chamberTemp: 31.2, fanSpeed: 80, auxFan: 40, layer: seqn % 300, mcPercent: p.progress, wifiSignal: '-52dBm' }
+  }
+  eventCounter++
+  return { eventId: `${p.id.slice(0, 8)}-${p.epoch}-${seqn}`, type, timestamp: now, seqn, hostId: p.host, assignmentEpoch: p.epoch, deliveryAttempt: 1, data }
+}
+
+function makeBatch(p: Printer, now: number): { body: string; events: Record<string, unknown>[] } {
+  const events = Array.from({ length: eventsPerBatch }, () => makeEvent(p, now))
+  return { body: JSON.stringify({ printerId: p.id, events, timestamp: now, hostId: p.host, assignmentEpoch: p.epoch, batchId: `${p.id}-${events[0]!['seqn']}` }), events }
+}
+
+interface LoadResult {
+  events: number
+  batches: number
+  seconds: number
+  p50: number
+  p99: number
+  retried: number
+  stale: number
+  staleRefused: number
+  errors: number
+  serverCpu: number
+  postgresCpu: number
+  generatorCpu: number
+}
+
+async function load(port: number, key: string, printers: Printer[], pid: number, variant: { retryShare: number; staleShare: number; inFlight: number }): Promise<LoadResult> {
+  const inFlight = variant.inFlight
+  const headers = { 'x-api-key': key }
+  const latencies: number[] = []
+  let events = 0
+  let batches = 0
+  let retried = 0
+  let stale = 0
+  let staleRefused = 0
+  let errors = 0
+  let measuring = false
+  let stop = false
+  const previous = new Map<string, string>()
+  // Each printer belongs to one worker, so its batches go out in seqn order.
+  const workers = Array.from({ length: inFlight }, (_, w) => printers.filter((_, i) => i % inFlight === w))
+  const moved = printers.filter((p) => p.epoch > 1)
+  const run = async (mine: Printer[]) => {
+    for (let i = 0; !stop; i++) {
+      const p = mine[i % mine.length]!
+      const roll = Math.random()
+      let body: string
+      let kind: 'new' | 'retry' | 'stale' = 'new'
+      if (roll < variant.staleShare && moved.length > 0) {
+        // A bridge that has not yet noticed its printer moved: an older epoch, refused (stores nothing, so any worker may send it).
+        kind = 'stale'
+        const m = moved[i % moved.length]!
+        body = JSON.stringify({ printerId: m.id, events: [{ eventId: `stale-${i}`, type: 'heartbeat', timestamp: Date.now(), seqn: 0, hostId: m.host, assignmentEpoch: m.epoch - 1, deliveryAttempt: 1, data: {} }], timestamp: Date.now(), hostId: m.host, assignmentEpoch: m.epoch - 1 })
+      } else if (roll < variant.staleShare + variant.retryShare && previous.has(p.id)) {
+        kind = 'retry'
+        body = previous.get(p.id)!.replaceAll('"deliveryAttempt":1', '"deliveryAttempt":2')
+      } else {
+        body = makeBatch(p, Date.now()).body
+      }
+      const started = performance.now()
+      let reply: Reply
+      try {
+        reply = await call(port, 'POST', '/v1/printer-events/batch', headers, body)
+      } catch {
+        errors++
+        continue
+      }
+      const ms = performance.now() - started
+      if (kind === 'stale') {
+        if (reply.status === 409 && reply.body.includes('assignment_epoch_stale')) staleRefused++
+        else errors++
+        if (measuring) stale++
+        continue
+      }
+      if (reply.status !== 200) {
+        errors++
+        continue
+      }
+      if (kind === 'new') previous.set(p.id, body)
+      if (!measuring) continue
+      latencies.push(ms)
+      batches++
+      if (kind === 'retry') retried++
+      else events += eventsPerBatch
+    }
+  }
+  const running = Promise.all(workers.map(run))
+  await new Promise((r) => setTimeout(r, warmupMs))
+  measuring = true
+  const cpu0 = cpuSeconds(pid)
+  const pg0 = postgresCpuSeconds()
+  const gen0 = process.cpuUsage()
+  const t0 = performance.now()
+  await new Promise((r) => setTimeout(r, durationMs))
+  measuring = false
+  const seconds = (performance.now() - t0) / 1000
+  const serverCpu = cpuSeconds(pid) - cpu0
+  const postgresCpu = postgresCpuSeconds() - pg0
+  const gen = process.cpuUsage(gen0)
+  const generatorCpu = (gen.user + gen.system) / 1e6
+  stop = true
+  await running
+  latencies.sort((a, b) => a - b)
+  const pct = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN
+  return { events, batches, seconds, p50: pct(0.5), p99: pct(0.99), retried, stale, staleRefused, errors, serverCpu, postgresCpu, generatorCpu }
+}
+
+/** The limit: postgres.js alone, the same rows into the same tables, best of three methods. */
+async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Promise<{ method: string; eventsPerSecond: number }[]> {
+  const rowsPerStatement = 5_000
+  const concurrency = 2
+  const seconds = durationMs / 1000 / 2
+  const rowsFor = (count: number) => {
+    const out: { p: Printer; e: Record<string, unknown> }[] = []
+    for (let i = 0; i < count; i++) {
+      const p = printers[(i / eventsPerBatch | 0) % printers.length]!
+      out.push({ p, e: makeEvent(p, Date.now()) })
+    }
+    return out
+  }
+  const methods: Record<string, (rows: { p: Printer; e: Record<string, unknown> }[]) => Promise<unknown>> = {
+    jsonb_to_recordset: (rows) =>
+      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data)
+          select p, o, a, s, e, null, t, h, at, d, null, x from jsonb_to_recordset(${sql.json(rows.map(({ p, e }) => ({ p: p.id, o: orgId, a: p.epoch, s: e['seqn'], e: e['eventId'], t: e['type'], h: p.host, at: e['timestamp'], d: 1, x: e['data'] })) as never)})
+          as r(p uuid, o uuid, a integer, s bigint, e text, t text, h text, at double precision, d integer, x jsonb)`,
+    unnest: (rows) =>
+      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+          select * from unnest(${rows.map(({ p }) => p.id)}::uuid[], ${rows.map(() => orgId)}::uuid[], ${rows.map(({ p }) => p.epoch)}::int[], ${rows.map(({ e }) => e['seqn'] as number)}::int8[],
+            ${rows.map(({ e }) => e['eventId'] as string)}::text[], ${rows.map(({ e }) => e['type'] as string)}::text[], ${rows.map(({ p }) => p.host)}::text[],
+            ${rows.map(({ e }) => e['timestamp'] as number)}::float8[], ${rows.map(() => 1)}::int[], ${rows.map(({ e }) => JSON.stringify(e['data']))}::jsonb[])`,
+    copy: async (rows) => {
+      const text = rows
+        .map(({ p, e }) => [p.id, orgId, p.epoch, e['seqn'], e['eventId'], e['type'], p.host, e['timestamp'], 1, JSON.stringify(e['data']).replace(/\\/g, '\\\\')].join('\t'))
+        .join('\n') + '\n'
+      const stream = await sql`copy printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data) from stdin`.writable()
+      await new Promise<void>((resolve, reject) => {
+        stream.on('error', reject)
+        stream.on('finish', () => resolve())
+        stream.end(text)
+      })
+    },
+  }
+  const results: { method: string; eventsPerSecond: number }[] = []
+  for (const [method, insert] of Object.entries(methods)) {
+    let rows = 0
+    const deadline = performance.now() + seconds * 1000
+    const t0 = performance.now()
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (performance.now() < deadline) {
+          // Row building is the client's share of the work, as it is for the server: timed too.
+          await insert(rowsFor(rowsPerStatement))
+          rows += rowsPerStatement
+        }
+      }),
+    )
+    results.push({ method, eventsPerSecond: rows / ((performance.now() - t0) / 1000) })
+  }
+  return results
+}
+
+const port = await freePort()
+const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
+const setupSql = postgres(databaseUrl, { max: 1, onnotice: () => undefined })
+try {
+  await setupSql`select 1`
+} catch (error) {
+  emit({ bench: 'ingest', skipped: `PostgreSQL not reachable at ${databaseUrl.replace(/:[^:@/]*@/, ':***@')}: ${(error as Error).message}` })
+  await setupSql.end()
+  process.exit(0)
+}
+// BENCH_NODE_ARGS: extra flags for the server process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
+const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean)
+const child = startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+  PORT: String(port),
+  HOST: '127.0.0.1',
+  DATA_DIR: dataDir,
+  LOG_LEVEL: 'warn',
+  MQTT_PORT: '0',
+  MQTT_URL: undefined,
+  REDIS_URL: undefined,
+  DATABASE_URL: databaseUrl,
+  DATABASE_SCHEMA: schema,
+  DATABASE_POOL_MAX: '10',
+  PRINTFARM_ADMIN_EMAIL: admin.email,
+  PRINTFARM_ADMIN_PASSWORD: admin.password,
+})
+try {
+  await waitForHttp(port, '/readyz')
+  const session = await json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin)))
+  const auth = { authorization: `Bearer ${session.access_token ?? session.accessToken}` }
+  const me = await json(call(port, 'GET', '/v1/me', auth))
+  const orgId: string = me.organizations[0].id
+  const adminHeaders = { ...auth, 'x-organization-id': orgId }
+  const key = (await json(call(port, 'POST', '/v1/api-keys', adminHeaders, JSON.stringify({ name: 'bench bridge', scopes: ['printers:read', 'printers:write'] })))).key as string
+  const printers: Printer[] = []
+  for (let start = 0; start < printerCount; start += 50) {
+    const created = await Promise.all(
+      Array.from({ length: Math.min(50, printerCount - start) }, async (_, i) => {
+        const n = start + i
+        const host = `host-${n % hosts}`
+        const res = await json(call(port, 'POST', '/v1/printer-config', adminHeaders, JSON.stringify({ name: `P${n}`, ip_address: `10.0.${n >> 8}.${n & 255}`, serial_number: `SN${n}`, host_id: host })))
+        return { id: res.id as string, host, epoch: 1, seqn: 0, jobRunning: false, progress: 0, acked: [] }
+      }),
+    )
+    printers.push(...created)
+  }
+  // A tenth of the printers moved once, so stale-epoch batches have an older epoch to carry.
+  for (const p of printers.filter((_, i) => i % 10 === 0)) {
+    const moved = await json(call(port, 'PUT', `/v1/printers/${p.id}/host-assignment`, adminHeaders, JSON.stringify({ hostId: p.host })))
+    p.epoch = moved.assignmentEpoch
+  }
+
+  const plain = await load(port, key, printers, child.pid!, { retryShare: 0, staleShare: 0, inFlight })
+  const mixed = await load(port, key, printers, child.pid!, { retryShare: 0.1, staleShare: 0.01, inFlight })
+  // Latency at a lighter load: fewer batches in flight, so queueing does not dominate.
+  const light = await load(port, key, printers, child.pid!, { retryShare: 0, staleShare: 0, inFlight: lightInFlight })
+
+  // What the group commit did over the whole run: flushes, events per flush, time per flush statement.
+  const metrics = (await call(port, 'GET', '/metrics', {})).body
+  const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN)
+  const flushes = metric('printer_event_flush_seconds_count')
+  emit({
+    bench: 'ingest',
+    group_commit: 'whole run',
+    flushes,
+    events_per_flush: round(metric('printer_event_flush_events_sum') / flushes, 1),
+    ms_per_flush: round((metric('printer_event_flush_seconds_sum') / flushes) * 1000, 2),
+  })
+
+  const sql = postgres(databaseUrl, { max: 4, onnotice: () => undefined, connection: { search_path: schema } })
+  const limits = await limit(sql, printers, orgId)
+  await sql.end()
+  const best = limits.reduce((a, b) => (b.eventsPerSecond > a.eventsPerSecond ? b : a))
+
+  for (const [variant, r, n] of [
+    ['new batches', plain, inFlight],
+    ['10% retried + 1% stale-epoch', mixed, inFlight],
+    ['new batches, light load', light, lightInFlight],
+  ] as const) {
+    emit({
+      bench: 'ingest',
+      variant,
+      printers: printerCount,
+      hosts,
+      in_flight: n,
+      events_per_s: round(r.events / r.seconds),
+      batches_per_s: round(r.batches / r.seconds),
+      batch_p50_ms: round(r.p50, 1),
+      batch_p99_ms: round(r.p99, 1),
+      retried_batches: r.retried,
+      stale_batches_refused_409: r.staleRefused,
+      // Shares of one core; the machine has two, shared by server, PostgreSQL and this generator.
+      server_cpu: round(r.serverCpu / r.seconds, 2),
+      postgres_cpu: round(r.postgresCpu / r.seconds, 2),
+      generator_cpu: round(r.generatorCpu / r.seconds, 2),
+      errors: r.errors,
+    })
+  }
+  for (const l of limits) emit({ bench: 'ingest', limit: 'postgres.js alone', method: l.method, events_per_s: round(l.eventsPerSecond) })
+  const jsonb = limits.find((l) => l.method === 'jsonb_to_recordset')!
+  emit({
+    bench: 'ingest',
+    figure: 'server/limit',
+    limit_method: best.method,
+    ratio: round(plain.events / plain.seconds / best.eventsPerSecond, 3),
+    // The server's own statement shape (COPY cannot skip duplicates; see src/printers/event-store.ts).
+    ratio_vs_same_statement_shape: round(plain.events / plain.seconds / jsonb.eventsPerSecond, 3),
+    goal: '>= 0.5 with p99 < 100 ms',
+  })
+} finally {
+  await stopProcess(child)
+  agent.destroy()
+  await setupSql`drop schema if exists ${setupSql(schema)} cascade`.catch(() => undefined)
+  await setupSql.end()
+  rmSync(dataDir, { recursive: true, force: true })
+}

@@ -1,0 +1,59 @@
+/**
+ * Event-log retention (issue 4 decision): events are kept EVENT_RETENTION_DAYS
+ * after receipt, then deleted by this sweep in chunks of `chunk` rows, so a
+ * large backlog never holds a long lock or a long transaction. Deleting by
+ * the received_at index is cheaper to run and to reason about than monthly
+ * partitions, and works the same on embedded PGlite; partitioning is the
+ * upgrade path if a farm's write rate makes the deletes themselves costly.
+ * Idempotency does not depend on old rows: a retry older than the retention
+ * still falls at or below its printer's seqn high-water mark.
+ */
+import type { Logger } from '../log.js'
+import type { Database } from '../storage/database.js'
+
+export class EventRetention {
+  readonly #db: Database
+  readonly #days: number
+  readonly #logger: Logger
+  #timer: ReturnType<typeof setInterval> | undefined
+  #running: Promise<number> | undefined
+
+  constructor(db: Database, days: number, logger: Logger) {
+    this.#db = db
+    this.#days = days
+    this.#logger = logger
+  }
+
+  start(everyMs = 3_600_000): void {
+    this.#timer = setInterval(() => {
+      this.sweep().catch((error: unknown) => this.#logger.warn('event retention sweep failed', { error }))
+    }, everyMs)
+    this.#timer.unref()
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer)
+    await this.#running?.catch(() => undefined)
+  }
+
+  /** Deletes every event past the retention; returns how many. One sweep at a time. */
+  sweep(chunk = 10_000): Promise<number> {
+    this.#running ??= (async () => {
+      let total = 0
+      try {
+        for (;;) {
+          const deleted = await this.#db.sql`
+            delete from printer_events where ctid = any(array(
+              select ctid from printer_events where received_at < now() - make_interval(days => ${this.#days}) limit ${chunk}))`
+          total += deleted.count
+          if (deleted.count < chunk) break
+        }
+      } finally {
+        this.#running = undefined
+      }
+      if (total > 0) this.#logger.info('old printer events deleted', { count: total, retentionDays: this.#days })
+      return total
+    })()
+    return this.#running
+  }
+}

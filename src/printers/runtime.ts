@@ -1,0 +1,60 @@
+/**
+ * Wires the printer actors of this node: the shard directory (local until
+ * issue 7), the PostgreSQL persistence with its group commit, the retention
+ * sweep, and their metrics. Stopping drains in order: actors first (their
+ * last messages commit), then the writer, then the sweeps.
+ */
+import { LocalShardDirectory, type ShardDirectory } from '../../actors/shard-directory.js'
+import { PrinterRuntime } from '../../actors/printer-runtime.js'
+import type { Config } from '../config.js'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+import type { Database } from '../storage/database.js'
+import { EventRetention } from './event-retention.js'
+import { PgPrinterPersistence } from './event-store.js'
+
+export interface PrinterNode {
+  readonly runtime: PrinterRuntime
+  readonly persistence: PgPrinterPersistence
+  readonly retention: EventRetention
+  stop(): Promise<void>
+}
+
+export async function startPrinterNode(db: Database, config: Config, metrics: MetricsRegistry, logger: Logger, directory: ShardDirectory = new LocalShardDirectory()): Promise<PrinterNode> {
+  const persistence = new PgPrinterPersistence(db, {
+    flushSize: metrics.histogram('printer_event_flush_events', 'Events written per group-commit flush.', [], [0, 1, 10, 50, 100, 250, 500, 1000, 2500, 5000]),
+    flushSeconds: metrics.histogram('printer_event_flush_seconds', 'Duration of one group-commit flush statement.', [], [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
+  })
+  const ingested = metrics.counter('printer_events_total', 'Printer events by outcome: stored, duplicate (already stored), refused (never stored).', ['outcome'])
+  const outcomes = { stored: ingested.cell({ outcome: 'stored' }), duplicate: ingested.cell({ outcome: 'duplicate' }), refused: ingested.cell({ outcome: 'refused' }) }
+  const runtime = new PrinterRuntime({
+    directory,
+    persistence,
+    presenceTimeoutMs: config.presenceTimeoutMs,
+    // Resident past the presence timeout, so the timer, not passivation, decides offline.
+    idleMs: Math.max(2 * config.presenceTimeoutMs, 60_000),
+    maxResident: config.printerActorsMax,
+    onBackgroundError: (what, error) => logger.warn(`printer ${what} failed`, { error }),
+    onIngested: (result) => {
+      outcomes.stored.inc(result.stored)
+      outcomes.duplicate.inc(result.duplicates)
+      outcomes.refused.inc(result.failed)
+    },
+  })
+  metrics.gauge('printer_actors_resident', 'Printer actors in memory on this node.', [], (g) => g.set({}, runtime.resident))
+  const retention = new EventRetention(db, config.eventRetentionDays, logger)
+  await directory.start()
+  runtime.start()
+  retention.start()
+  return {
+    runtime,
+    persistence,
+    retention,
+    async stop() {
+      await runtime.stop()
+      await persistence.flushed()
+      await retention.stop()
+      await directory.stop()
+    },
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * A simulated bridge for tests: an organization admin, an API key with the
+ * bridge's scopes, printers assigned to a host, and event/batch builders
+ * that follow SPEC part 6.
+ */
+import { randomUUID } from 'node:crypto'
+import { request, signIn, type HttpResult } from './http.js'
+import { testAdmin } from './service.js'
+
+export interface Farm {
+  url: string
+  orgId: string
+  /** Admin session headers with x-organization-id. */
+  admin: Record<string, string>
+  /** A bridge's API key headers (printers:read + printers:write). */
+  bridge: Record<string, string>
+}
+
+export async function openFarm(url: string, email: string = testAdmin.email, password: string = testAdmin.password): Promise<Farm> {
+  const session = await signIn(url, email, password)
+  const orgId: string = (await request(url, '/v1/me', { headers: session.auth })).json.organizations[0].id
+  const admin = { ...session.auth, 'x-organization-id': orgId }
+  const key = await request(url, '/v1/api-keys', { method: 'POST', headers: admin, body: { name: `bridge ${randomUUID().slice(0, 8)}`, scopes: ['printers:read', 'printers:write'] } })
+  if (key.status !== 200) throw new Error(`api key: ${key.status} ${key.text}`)
+  return { url, orgId, admin, bridge: { 'x-api-key': key.json.key } }
+}
+
+/** A printer assigned to `hostId` at epoch 1. */
+export async function addPrinter(farm: Farm, hostId = 'host-a', fields: Record<string, unknown> = {}): Promise<string> {
+  const res = await request(farm.url, '/v1/printer-config', { method: 'POST', headers: farm.admin, body: { name: `P-${randomUUID().slice(0, 6)}`, ip_address: '127.0.0.1', host_id: hostId, ...fields } })
+  if (res.status !== 200) throw new Error(`printer: ${res.status} ${res.text}`)
+  return res.json.id
+}
+
+export interface ItemOptions {
+  type?: string
+  data?: Record<string, unknown>
+  hostId?: string
+  assignmentEpoch?: number
+  deliveryAttempt?: number
+  eventId?: string
+  idempotencyKey?: string
+  timestamp?: number
+}
+
+export function item(seqn: number, o: ItemOptions = {}): Record<string, unknown> {
+  return {
+    eventId: o.eventId ?? `ev-${seqn}`,
+    ...(o.idempotencyKey === undefined ? {} : { idempotencyKey: o.idempotencyKey }),
+    type: o.type ?? 'printer:deltaUpdate',
+    timestamp: o.timestamp ?? 1_700_000_000_000 + seqn,
+    seqn,
+    hostId: o.hostId ?? 'host-a',
+    assignmentEpoch: o.assignmentEpoch ?? 1,
+    deliveryAttempt: o.deliveryAttempt ?? 1,
+    data: o.data ?? { nozzleTemp: 210 },
+  }
+}
+
+export function batch(printerId: string, items: Record<string, unknown>[], extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const first = items[0] ?? {}
+  return { printerId, events: items, timestamp: 1_700_000_000_000, hostId: first['hostId'] ?? 'host-a', assignmentEpoch: first['assignmentEpoch'] ?? 1, ...extra }
+}
+
+export function single(printerId: string, seqn: number, o: ItemOptions = {}, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const { type, ...rest } = item(seqn, o)
+  return { printerId, eventType: type, ...rest, ...extra }
+}
+
+export function postBatch(farm: Farm, body: unknown, headers: Record<string, string> = farm.bridge): Promise<HttpResult> {
+  return request(farm.url, '/v1/printer-events/batch', { method: 'POST', headers, body })
+}
+
+export function postEvent(farm: Farm, body: unknown, headers: Record<string, string> = farm.bridge): Promise<HttpResult> {
+  return request(farm.url, '/v1/printer-events', { method: 'POST', headers, body })
+}

@@ -1,0 +1,218 @@
+import t from 'tap'
+import { createServer } from 'node:net'
+import { request } from '../../helpers/http.js'
+import { startTestService } from '../../helpers/service.js'
+import { addPrinter, batch, item, openFarm, postBatch, postEvent, single } from '../../helpers/bridge.js'
+
+const svc = await startTestService(t)
+const farm = await openFarm(svc.url)
+const sql = svc.services.db.sql
+
+const storedSeqns = async (printerId: string) =>
+  (await sql<{ seqn: number }[]>`select seqn from printer_events where printer_id = ${printerId} order by assignment_epoch, seqn`).map((r) => r.seqn)
+const stateOf = async (printerId: string) => (await sql`select * from printer_state where printer_id = ${printerId}`)[0]
+
+t.test('printer events - a batch is stored, counted and answered only once committed', async (t) => {
+  const printer = await addPrinter(farm)
+  const res = await postBatch(farm, batch(printer, [item(0), item(1), item(2)]))
+  t.equal(res.status, 200)
+  t.same(res.json, { success: true, processed: 3, failed: 0, refused: [] })
+  t.same(await storedSeqns(printer), [0, 1, 2], 'in the log when the answer arrives')
+  t.match(await stateOf(printer), { high_water_seqn: 2, seqn_epoch: 1, online: true })
+})
+
+t.test('printer events - events apply in seqn order, whatever order the batch lists them in', async (t) => {
+  const printer = await addPrinter(farm)
+  const res = await postBatch(
+    farm,
+    batch(printer, [item(3, { type: 'job:finish' }), item(1, { type: 'job:start', data: { name: 'benchy.3mf' } }), item(2, { type: 'job:update', data: { progress: 40 } })]),
+  )
+  t.equal(res.status, 200)
+  const jobs = await sql`select * from print_jobs where printer_id = ${printer}`
+  t.equal(jobs.length, 1)
+  t.match(jobs[0], { name: 'benchy.3mf', state: 'finished', progress: 100 }, 'finish came last, after start and update')
+  const jobIds = await sql`select seqn, job_id from printer_events where printer_id = ${printer} order by seqn`
+  t.same(jobIds.map((r) => r['job_id']), [jobs[0]!['id'], jobs[0]!['id'], jobs[0]!['id']], 'every job event is linked to its job')
+})
+
+t.test('printer events - a retried batch answers like the first delivery and stores nothing twice', async (t) => {
+  const printer = await addPrinter(farm)
+  const body = batch(printer, [item(10), item(11), item(12)], { batchId: 'b-1' })
+  const first = await postBatch(farm, body)
+  const retry = await postBatch(farm, { ...body, events: (body['events'] as Record<string, unknown>[]).map((e) => ({ ...e, deliveryAttempt: 2 })) })
+  t.same(retry.json, first.json)
+  t.same(await storedSeqns(printer), [10, 11, 12])
+  const overlap = await postBatch(farm, batch(printer, [item(11), item(12), item(13)]))
+  t.same(overlap.json, { success: true, processed: 3, failed: 0, refused: [] })
+  t.same(await storedSeqns(printer), [10, 11, 12, 13], 'only the new event was added')
+  const byKey = await postBatch(farm, batch(printer, [item(14, { idempotencyKey: 'k-14' })]))
+  const sameKey = await postBatch(farm, batch(printer, [item(15, { eventId: 'other-id', idempotencyKey: 'k-14' })]))
+  t.same([byKey.json.processed, sameKey.json.processed], [1, 1])
+  t.same(await storedSeqns(printer), [10, 11, 12, 13, 14], 'a known idempotencyKey is a duplicate whatever its seqn')
+})
+
+t.test('printer events - an event below the high-water mark that was never stored is refused for good, the same on every retry', async (t) => {
+  const printer = await addPrinter(farm)
+  await postBatch(farm, batch(printer, [item(1), item(5)]))
+  const late = batch(printer, [item(3), item(5, { eventId: 'impostor' }), item(6)])
+  const first = await postBatch(farm, late)
+  t.equal(first.status, 200)
+  t.match(first.json, { success: true, processed: 1, failed: 2 })
+  t.match(first.json.refused, [
+    { eventId: 'ev-3', seqn: 3, reason: /high-water mark/ },
+    { eventId: 'impostor', seqn: 5, reason: /already holds another event/ },
+  ])
+  const again = await postBatch(farm, late)
+  t.same(again.json, first.json)
+  t.same(await storedSeqns(printer), [1, 5, 6])
+})
+
+t.test('printer events - concurrent batches for one printer are serialized by its actor', async (t) => {
+  const printer = await addPrinter(farm)
+  const results = await Promise.all(Array.from({ length: 10 }, (_, b) => postBatch(farm, batch(printer, Array.from({ length: 10 }, (_, i) => item(b * 10 + i))))))
+  t.same(results.map((r) => r.status), Array(10).fill(200))
+  const seqns = await storedSeqns(printer)
+  // A batch that arrives after a later one is below the mark: refused, never stored out of order.
+  t.equal(seqns.length + results.reduce((n, r) => n + r.json.failed, 0), 100, 'every event stored or refused, none lost')
+  t.same(seqns, [...seqns].sort((a, b) => a - b))
+  t.equal((await stateOf(printer))!['high_water_seqn'], Math.max(...seqns))
+})
+
+t.test('printer events - the fence refuses other hosts and other epochs with specific codes', async (t) => {
+  const unassigned = (await request(farm.url, '/v1/printer-config', { method: 'POST', headers: farm.admin, body: { name: 'no host', ip_address: 'h' } })).json.id
+  const none = await postBatch(farm, batch(unassigned, [item(0)]))
+  t.equal(none.status, 409)
+  t.match(none.json, { code: 'printer_not_assigned', error: 'printer_not_assigned', message: /host-assignment/ })
+
+  const printer = await addPrinter(farm, 'host-a')
+  const moved = await request(farm.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: 'host-b' } })
+  t.same(moved.json, { printerId: printer, hostId: 'host-b', assignmentEpoch: 2 })
+  const config = await request(farm.url, `/v1/printer-config?host_id=host-b&include_incomplete=true`, { headers: farm.bridge })
+  t.match(config.json.printers.find((p: { id: string }) => p.id === printer), { host_id: 'host-b', assignment_epoch: 2 }, 'a bridge reads its epoch')
+
+  const cases: [Record<string, unknown>, string][] = [
+    [{ hostId: 'host-a', assignmentEpoch: 1 }, 'assignment_epoch_stale'],
+    [{ hostId: 'host-b', assignmentEpoch: 1 }, 'assignment_epoch_stale'],
+    [{ hostId: 'host-b', assignmentEpoch: 3 }, 'assignment_epoch_unknown'],
+    [{ hostId: 'host-a', assignmentEpoch: 2 }, 'assignment_other_host'],
+  ]
+  for (const [fence, code] of cases) {
+    const res = await postBatch(farm, batch(printer, [item(0, fence as never)]))
+    t.equal(res.status, 409, `${JSON.stringify(fence)} → 409`)
+    t.equal(res.json.code, code)
+    const one = await postEvent(farm, single(printer, 0, fence as never))
+    t.equal(one.json.code, code, 'the single route too')
+  }
+  t.same(await storedSeqns(printer), [], 'nothing stored by a refused host')
+  const ok = await postBatch(farm, batch(printer, [item(0, { hostId: 'host-b', assignmentEpoch: 2 })]))
+  t.equal(ok.status, 200, "the new host's first seqn is accepted: a new epoch starts a new sequence")
+})
+
+t.test('printer events - moving a printer whose old host already used high seqns lets the new host start at 0', async (t) => {
+  const printer = await addPrinter(farm, 'host-a')
+  await postBatch(farm, batch(printer, [item(500)]))
+  await request(farm.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: 'host-c' } })
+  const res = await postBatch(farm, batch(printer, [item(0, { hostId: 'host-c', assignmentEpoch: 2, eventId: 'c-0' })]))
+  t.same(res.json, { success: true, processed: 1, failed: 0, refused: [] })
+})
+
+t.test('printer events - the single route names its printer, stores once, and returns the job id of job events', async (t) => {
+  const printer = await addPrinter(farm)
+  const start = await postEvent(farm, single(printer, 1, { type: 'job:start', data: { name: 'gear.3mf' } }))
+  t.equal(start.status, 200)
+  t.match(start.json, { success: true, jobId: Number, message: 'stored' })
+  const update = await postEvent(farm, { ...single(printer, 2, { type: 'job:update', data: { progress: 10, printerId: printer } }), printerId: undefined })
+  t.match(update.json, { success: true, jobId: start.json.jobId }, 'data.printerId names the printer too')
+  const other = await postEvent(farm, single(printer, 3))
+  t.same(other.json, { success: true, jobId: null, message: 'stored' })
+  const again = await postEvent(farm, single(printer, 3, { deliveryAttempt: 2 }))
+  t.same(again.json, { success: true, jobId: null, message: 'already stored (duplicate)' })
+  const nameless = await postEvent(farm, { ...single(printer, 4), printerId: undefined })
+  t.equal(nameless.status, 400)
+  t.match(nameless.json, { code: 'validation_failed', message: /printerId/ })
+  t.same(await storedSeqns(printer), [1, 2, 3])
+})
+
+t.test('printer events - a printer id that names nothing answers 404 with a code', async (t) => {
+  for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000']) {
+    const res = await postBatch(farm, batch(id, [item(0)]))
+    t.equal(res.status, 404)
+    t.match(res.json, { code: 'printer_not_found', error: 'printer_not_found' })
+  }
+})
+
+t.test('printer events - data the event log cannot hold is a 400 and stores nothing', async (t) => {
+  const printer = await addPrinter(farm)
+  const res = await request(farm.url, '/v1/printer-events/batch', {
+    method: 'POST',
+    headers: { ...farm.bridge, 'content-type': 'application/json' },
+    body: JSON.stringify(batch(printer, [item(0), item(1, { data: { text: 'a\u0000b' } })])),
+  })
+  t.equal(res.status, 400)
+  t.match(res.json, { code: 'validation_failed', message: /\\u0000/ })
+  t.same(await storedSeqns(printer), [])
+  const after = await postBatch(farm, batch(printer, [item(0)]))
+  t.equal(after.status, 200, 'the actor was rebuilt from the store and goes on')
+})
+
+t.test('printer presence - events mark a printer online, client:disconnect and connection reports mark it offline at once', async (t) => {
+  const printer = await addPrinter(farm)
+  await postBatch(farm, batch(printer, [item(0, { type: 'heartbeat' })]))
+  t.equal((await stateOf(printer))!['online'], true)
+  await postBatch(farm, batch(printer, [item(1, { type: 'client:disconnect' })]))
+  t.equal((await stateOf(printer))!['online'], false)
+  const up = await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: new Date().toISOString(), status: 'IDLE' } })
+  t.same(up.json, { success: true })
+  t.match(await stateOf(printer), { online: true, state: { rawStatus: 'IDLE' } })
+  await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: false, last_heartbeat: new Date().toISOString() } })
+  t.equal((await stateOf(printer))!['online'], false)
+  const bad = await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: 'yes', last_heartbeat: 'yesterday' } })
+  t.equal(bad.status, 400)
+})
+
+t.test('printer maintenance - refused with {job, reason, message} while a job prints, allowed once it ends', async (t) => {
+  const printer = await addPrinter(farm)
+  const path = `/v1/printers/${printer}/maintenance`
+  await postBatch(farm, batch(printer, [item(0, { type: 'job:start', data: { name: 'vase' } })]))
+  const busy = await request(farm.url, path, { method: 'PATCH', headers: farm.admin, body: { maintenance: true } })
+  t.equal(busy.status, 409)
+  t.match(busy.json, { job: { jobId: Number, state: 'printing', name: 'vase' }, reason: 'job_printing', message: /printing/ })
+  await postBatch(farm, batch(printer, [item(1, { type: 'job:finish' })]))
+  const ok = await request(farm.url, path, { method: 'PATCH', headers: farm.admin, body: { maintenance: true, organizationId: farm.orgId } })
+  t.same(ok.json, { success: true, message: 'maintenance on' })
+  t.match(await stateOf(printer), { state: { maintenance: true } })
+  const wrongOrg = await request(farm.url, path, { method: 'PATCH', headers: farm.admin, body: { maintenance: false, organizationId: 'another-org' } })
+  t.equal(wrongOrg.status, 400)
+  const missing = await request(farm.url, path, { method: 'PATCH', headers: farm.admin, body: {} })
+  t.equal(missing.status, 400)
+})
+
+t.test('printer filaments - slots are kept on the printer and validated', async (t) => {
+  const printer = await addPrinter(farm)
+  const path = `/v1/printers/${printer}/filaments/assign`
+  const res = await request(farm.url, path, { method: 'POST', headers: farm.bridge, body: { slots: [{ position: 0, materialId: 'm-1', materialType: 'PLA', color: '#000000', vendor: 'Acme' }], jobId: 12 } })
+  t.equal(res.status, 200)
+  t.match(res.json, { success: true, jobId: 12, slots: [{ position: 0, materialId: 'm-1', materialType: 'PLA', vendor: 'Acme' }] })
+  t.match(await stateOf(printer), { state: { ams: [{ position: 0, materialId: 'm-1' }], filamentJobId: 12 } })
+  for (const body of [{ slots: [] }, { slots: [{ position: 1.5 }] }, { slots: [{ position: 64 }] }, { slots: [{ position: 1 }, { position: 1 }] }, { slots: [{ position: 1, extra: true }] }, {}]) {
+    const bad = await request(farm.url, path, { method: 'POST', headers: farm.bridge, body })
+    t.equal(bad.status, 400, JSON.stringify(body))
+  }
+})
+
+t.test('printer test-connection - a real, bounded TCP check of the printer address and port', async (t) => {
+  const listener = createServer((socket) => socket.destroy())
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => listener.close())
+  const port = (listener.address() as { port: number }).port
+  const open = await addPrinter(farm, 'host-a', { port })
+  const ok = await request(farm.url, `/v1/printer-config/${open}/test-connection`, { method: 'POST', headers: farm.admin })
+  t.match(ok.json, { success: true, host: '127.0.0.1', port })
+  listener.close()
+  await new Promise((r) => setTimeout(r, 20))
+  const refused = await request(farm.url, `/v1/printer-config/${open}/test-connection`, { method: 'POST', headers: farm.admin })
+  t.match(refused.json, { success: false, error: /refused/ })
+  const unresolvable = await addPrinter(farm, 'host-a', { ip_address: 'printer.invalid', port: 80 })
+  const bad = await request(farm.url, `/v1/printer-config/${unresolvable}/test-connection`, { method: 'POST', headers: farm.admin })
+  t.match(bad.json, { success: false, error: String })
+})
