@@ -135,52 +135,71 @@ export class PrinterActor {
 
     const classified = classifyEvents(context, request.events)
     const refused: RefusedEvent[] = []
-    let duplicates = 0
-    // A seqn at or below the mark whose eventId is not remembered: a resent event
-    // beyond the window, or a different event reusing a seqn. The log tells which.
+    const duplicates: IncomingEvent[] = []
+    // Below the high-water mark with a slot still free: an event that arrived after later ones.
+    // It is stored in the log (history stays complete; a 200 means stored) but not applied:
+    // the printer's state has moved past it.
+    const late: IncomingEvent[] = []
+    // A seqn at or below the mark whose eventId is not remembered: a resent event beyond the
+    // window, a late one, or a different event reusing a seqn. The log tells which.
     const unknown = classified.duplicates.filter((e) => e.seqn <= context.highWaterSeqn && !isRemembered(context.recent, e))
     const stored = unknown.length === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, unknown.map((e) => e.seqn))
     for (const event of classified.duplicates) {
-      if (!unknown.includes(event) || stored.get(event.seqn) === event.eventId) duplicates++
-      else refused.push({ eventId: event.eventId, seqn: event.seqn, reason: stored.has(event.seqn) ? `seqn ${event.seqn} already holds another event` : `seqn ${event.seqn} is at or below the printer's high-water mark: it arrived after later events and is not stored` })
+      const at = unknown.includes(event) ? stored.get(event.seqn) : event.eventId
+      if (at === event.eventId) duplicates.push(event)
+      else if (at !== undefined) refused.push({ eventId: event.eventId, seqn: event.seqn, reason: `seqn ${event.seqn} already holds another event (a reused seqn is a bridge fault; not stored)` })
+      else late.push(event)
     }
 
+    // Events whose effect is not idempotent (jobs, errors) are checked against the log too: the
+    // memory window may have forgotten them, and applying a job:start twice would close a running job.
+    let apply = classified.apply
+    const sensitive = apply.filter((e) => e.type.startsWith('job:') || e.type === 'printer:error')
+    const repeatedJobEvents = duplicates.filter((e) => e.type.startsWith('job:'))
     const jobOf = new Map<string, number | null>()
-    if (classified.apply.length === 0) return { processed: duplicates, failed: refused.length, stored: 0, duplicates, refused, jobOf }
+    if (sensitive.length > 0 || repeatedJobEvents.length > 0) {
+      const known = await this.#options.persistence.lookupEvents(
+        this.printerId,
+        [...sensitive, ...repeatedJobEvents].map((e) => e.eventId),
+        sensitive.flatMap((e) => (e.idempotencyKey === undefined ? [] : [e.idempotencyKey])),
+      )
+      // A retried job event answers with the job it was stored with.
+      for (const k of known) jobOf.set(k.eventId, k.jobId)
+      const ids = new Set(known.map((k) => k.eventId))
+      const keys = new Set(known.flatMap((k) => (k.idempotencyKey === null ? [] : [k.idempotencyKey])))
+      const isKnown = (e: IncomingEvent) => ids.has(e.eventId) || (e.idempotencyKey !== undefined && keys.has(e.idempotencyKey))
+      duplicates.push(...sensitive.filter(isKnown))
+      apply = apply.filter((e) => !sensitive.includes(e) || !isKnown(e))
+    }
+    if (apply.length === 0 && late.length === 0) return { processed: duplicates.length, failed: refused.length, stored: 0, duplicates: duplicates.length, refused, jobOf }
 
-    const starts = classified.apply.filter((e) => e.type === 'job:start').length
+    const starts = apply.filter((e) => e.type === 'job:start').length
     const jobIds = starts === 0 ? [] : await this.#options.persistence.reserveJobIds(starts)
     const currentJob = loaded.printer.getSnapshot().context.job
     let jobId: number | null = currentJob !== null && currentJob.endedAt === null ? currentJob.jobId : null
     const bridgeEvents: BridgeEvent[] = []
     const records: EventRecord[] = []
-    for (const e of classified.apply) {
+    for (const e of apply) {
       let eventJob: number | null = null
       if (e.type === 'job:start') jobId = eventJob = jobIds.shift()!
       else if (e.type.startsWith('job:')) eventJob = jobId
       jobOf.set(e.eventId, eventJob)
-      bridgeEvents.push(eventJob === null || e.type !== 'job:start' ? { type: e.type, data: e.data, timestamp: e.timestamp } : { type: e.type, data: e.data, timestamp: e.timestamp, jobId: eventJob })
-      records.push({ eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId: eventJob })
+      bridgeEvents.push(e.type === 'job:start' ? { type: e.type, data: e.data, timestamp: e.timestamp, jobId: eventJob! } : { type: e.type, data: e.data, timestamp: e.timestamp })
+      records.push(record(e, eventJob))
     }
+    for (const e of late) records.push(record(e, null))
 
-    const next = await this.#change({ type: 'events', events: bridgeEvents }, records, classified.highWaterSeqn)
-    const inserted = next.inserted
-    // Events the store already held (the window forgot them) count as duplicates, not as new.
-    const newly = records.filter((r) => inserted.has(r.eventId))
+    const { inserted } = await this.#change({ type: 'events', events: bridgeEvents }, records, classified.highWaterSeqn)
     this.#loaded!.assignment = transition(hostAssignmentMachine, this.#loaded!.assignment, {
       type: 'EVENTS_APPLIED',
       highWaterSeqn: classified.highWaterSeqn,
       eventIds: records.map((r) => r.eventId),
       idempotencyKeys: records.flatMap((r) => (r.idempotencyKey === null ? [] : [r.idempotencyKey])),
     })[0]
-    return {
-      processed: duplicates + records.length,
-      failed: refused.length,
-      stored: newly.length,
-      duplicates: duplicates + records.length - newly.length,
-      refused,
-      jobOf,
-    }
+    // Events the log already held (the window forgot them) count as duplicates, not as new.
+    const newly = records.filter((r) => inserted.has(r.eventId)).length
+    const processed = duplicates.length + records.length
+    return { processed, failed: refused.length, stored: newly, duplicates: processed - newly, refused, jobOf }
   }
 
   async assignHost(organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
@@ -239,7 +258,13 @@ export class PrinterActor {
     if (loaded === undefined || this.#stale) return
     const online = this.online
     if (online === loaded.persistedOnline) return
-    await this.#write(loaded.printer.getSnapshot().context, [], loaded.assignment.context.highWaterSeqn, online, false, [])
+    try {
+      await this.#write(loaded.printer.getSnapshot().context, [], loaded.assignment.context.highWaterSeqn, online, false, [])
+    } catch (error) {
+      // Rebuilt from the store at the next message; the silence sweep corrects the stored flag meanwhile.
+      this.stop()
+      throw error
+    }
     loaded.persistedOnline = online
     this.#publish([])
   }
@@ -361,6 +386,10 @@ export class PrinterActor {
 function persistable(context: PrinterContext): PersistedPrinterState {
   const { printerId: _id, changedJobs: _jobs, ...state } = context
   return state
+}
+
+function record(e: IncomingEvent, jobId: number | null): EventRecord {
+  return { eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId }
 }
 
 function isRemembered(recent: readonly string[], event: { eventId: string; idempotencyKey?: string | undefined }): boolean {

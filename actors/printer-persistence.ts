@@ -58,6 +58,13 @@ export interface CommitOutcome {
   inserted: ReadonlySet<string>
 }
 
+/** An event the log holds, as far as idempotency cares. */
+export interface StoredEventRef {
+  eventId: string
+  idempotencyKey: string | null
+  jobId: number | null
+}
+
 export interface PrinterPersistence {
   /** undefined when no such printer exists. */
   hydrate(printerId: string): Promise<HydratedPrinter | undefined>
@@ -67,6 +74,8 @@ export interface PrinterPersistence {
   reserveJobIds(count: number): Promise<number[]>
   /** The eventIds stored at these seqns of one epoch (to tell a resent event from a reused seqn). */
   storedEventIds(printerId: string, assignmentEpoch: number, seqns: readonly number[]): Promise<Map<number, string>>
+  /** Events of the printer the log holds with one of these eventIds or idempotency keys (any epoch). */
+  lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]>
   /**
    * Moves the printer to a host if its epoch is still `fromEpoch` (compare-and-set);
    * false when the store moved on (another writer), so the actor rehydrates.

@@ -131,10 +131,21 @@ export class PrinterRuntime {
       if ((idle && !entry.actor.online) || over) this.#passivate(id, entry)
     }
     try {
-      const offline = await this.#options.persistence.markSilentOffline(new Date(now - this.#options.presenceTimeoutMs), [...this.#entries.keys()])
-      void offline
+      // Only actors online in memory keep their stored flag: a resident offline actor (rebuilt, or
+      // hydrated by a non-event message) may have inherited a stale `online` from the store.
+      const live = [...this.#entries].flatMap(([id, entry]) => (entry.actor.online ? [id] : []))
+      await this.#options.persistence.markSilentOffline(new Date(now - this.#options.presenceTimeoutMs), live)
     } catch (error) {
       this.#options.onBackgroundError?.('presence sweep', error)
+    }
+  }
+
+  #evictIdle(count: number): void {
+    for (const [id, entry] of this.#entries) {
+      if (count <= 0) return
+      if (!entry.mailbox.idle) continue
+      this.#passivate(id, entry)
+      count--
     }
   }
 
@@ -152,6 +163,8 @@ export class PrinterRuntime {
     if (!this.#options.directory.ownsShard(shard)) throw new ServiceError('printer_owner_unavailable', "this node does not own the printer's shard now; retry")
     let entry = this.#entries.get(id)
     if (entry === undefined) {
+      // The bound holds between sweeps too: the least recently used idle actors make room.
+      if (this.#entries.size >= this.#options.maxResident) this.#evictIdle(this.#entries.size - this.#options.maxResident + 1)
       entry = this.#spawn(id, shard)
     } else {
       this.#entries.delete(id)

@@ -51,6 +51,24 @@ export type PrinterEventType = (typeof printerEventTypes)[number]
 /** SPEC part 8: events per batch. */
 export const maxEventsPerBatch = 100
 
+/**
+ * How deep event data may nest (decided here): bridges send flat telemetry;
+ * a 4,000-level document would only exhaust the serializer's stack.
+ */
+export const maxDataDepth = 32
+
+/** True when a JSON value nests objects/arrays deeper than `max` (iterative: no recursion to exhaust). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (v === null || typeof v !== 'object') continue
+    if (depth > max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+  }
+  return false
+}
+
 const Id200 = Type.String({ minLength: 1, maxLength: 200 })
 const EventTypeSchema = Type.Union(
   printerEventTypes.map((t) => Type.Literal(t)),
@@ -136,11 +154,13 @@ export function checkBatch(batch: PrinterEventBatch): BatchProblem | undefined {
     if (item.idempotencyKey !== undefined && keys.has(item.idempotencyKey)) {
       return { index, field: 'idempotencyKey', reason: `repeats an idempotencyKey earlier in this batch` }
     }
+    if (nestsDeeperThan(item.data, maxDataDepth)) return { index, field: 'data', reason: `nests deeper than ${maxDataDepth} levels` }
     eventIds.add(item.eventId)
     seqns.add(item.seqn)
     if (item.idempotencyKey !== undefined) keys.add(item.idempotencyKey)
     if (item.seqn > max) max = item.seqn
   }
+  if (batch.delta !== undefined && nestsDeeperThan(batch.delta, maxDataDepth)) return { index: undefined, field: 'delta', reason: `nests deeper than ${maxDataDepth} levels` }
   if (batch.maxSeqn !== undefined && batch.maxSeqn !== max) {
     return { index: undefined, field: 'maxSeqn', reason: `is ${batch.maxSeqn} but the largest seqn in the batch is ${max}` }
   }

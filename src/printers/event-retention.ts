@@ -5,8 +5,10 @@
  * the received_at index is cheaper to run and to reason about than monthly
  * partitions, and works the same on embedded PGlite; partitioning is the
  * upgrade path if a farm's write rate makes the deletes themselves costly.
- * Idempotency does not depend on old rows: a retry older than the retention
- * still falls at or below its printer's seqn high-water mark.
+ * Old rows matter little to idempotency: a retry older than the retention
+ * falls at or below its printer's seqn high-water mark, so it never changes
+ * the printer's state again; its seqn slot is free by then, so it is stored
+ * again as a late event (and deleted again with its age).
  */
 import type { Logger } from '../log.js'
 import type { Database } from '../storage/database.js'

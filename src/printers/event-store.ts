@@ -24,7 +24,7 @@
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
 import { ServiceError } from '../../protocol/errors.js'
-import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence } from '../../actors/printer-persistence.js'
+import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef } from '../../actors/printer-persistence.js'
 import type { Histogram } from '../metrics.js'
 import type { Database } from '../storage/database.js'
 
@@ -107,6 +107,14 @@ export class PgPrinterPersistence implements PrinterPersistence {
     return new Map(rows.map((r) => [r.seqn, r.event_id]))
   }
 
+  async lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]> {
+    if (eventIds.length === 0 && idempotencyKeys.length === 0) return []
+    return this.#db.sql<StoredEventRef[]>`
+      select event_id as "eventId", idempotency_key as "idempotencyKey", job_id as "jobId" from printer_events
+      where printer_id = ${printerId}
+        and (event_id = any(${eventIds as string[]}::text[]) or idempotency_key = any(${idempotencyKeys as string[]}::text[]))`
+  }
+
   async assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number): Promise<boolean> {
     const rows = await this.#db.sql`
       update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = now()
@@ -159,8 +167,11 @@ export class PgPrinterPersistence implements PrinterPersistence {
       for (const pending of batch) pending.resolve({ inserted: inserted.get(pending.unit.printerId) ?? new Set() })
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {
-        // One unit's data broke the statement: find it, let the others through.
-        await Promise.all(batch.map((p) => this.#flush([p])))
+        // One unit's data broke the statement: bisect to find it (log2 steps, never a
+        // statement per unit at once), and let the others through.
+        const half = Math.ceil(batch.length / 2)
+        await this.#flush(batch.slice(0, half))
+        await this.#flush(batch.slice(half))
         return
       }
       const reason = batch.length === 1 ? translateDataError(error) : error
@@ -194,26 +205,36 @@ export class PgPrinterPersistence implements PrinterPersistence {
       states.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, hw: u.highWaterSeqn, st: u.state, on: u.online, seen: u.seen })
       for (const job of u.jobs) jobs.push(jobRow(u, job))
     }
+    // Serialized here, not by the driver: a value JSON cannot encode fails this unit, before any
+    // byte is sent, instead of breaking the connection's protocol state inside the driver.
+    let eventsJson: string, statesJson: string, jobsJson: string
+    try {
+      eventsJson = JSON.stringify(events)
+      statesJson = JSON.stringify(states)
+      jobsJson = JSON.stringify(jobs)
+    } catch (error) {
+      throw new UnencodableRows(error)
+    }
     const sql = this.#db.sql
     const rows = await sql<{ p: string; e: string }[]>`
       with ev as (
         insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data)
         select p, o, a, s, e, k, t, h, at, d, j, x
-        from jsonb_to_recordset(${sql.json(events as never)})
+        from jsonb_to_recordset(${eventsJson}::text::jsonb)
           as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x jsonb)
         on conflict do nothing
         returning printer_id as p, event_id as e
       ), st as (
         insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
         select p, o, a, hw, st, "on", case when seen then now() end, now()
-        from jsonb_to_recordset(${sql.json(states as never)}) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
+        from jsonb_to_recordset(${statesJson}::text::jsonb) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
         on conflict (printer_id) do update set
           seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
           online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
       ), jb as (
         insert into print_jobs as cur (id, organization_id, printer_id, name, state, progress, started_at_ms, ended_at_ms)
         select id, o, p, n, s, pr, sa, ea
-        from jsonb_to_recordset(${sql.json(jobs as never)})
+        from jsonb_to_recordset(${jobsJson}::text::jsonb)
           as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision)
         on conflict (id) do update set
           name = coalesce(excluded.name, cur.name), state = excluded.state, progress = excluded.progress,
@@ -234,13 +255,23 @@ function jobRow(unit: PrinterCommit, job: PrinterJob) {
   return { id: job.jobId, o: unit.organizationId, p: unit.printerId, n: job.name, s: job.state, pr: job.progress, sa: job.startedAt, ea: job.endedAt }
 }
 
-/** SQLSTATE classes 22 (data exception) and 23 (integrity constraint): the rows, not the store, are at fault. */
+/** Rows JSON cannot encode (a value nested beyond the serializer's stack). */
+class UnencodableRows extends Error {
+  constructor(cause: unknown) {
+    super('event data cannot be encoded as JSON', { cause })
+    this.name = 'UnencodableRows'
+  }
+}
+
+/** SQLSTATE classes 22 (data exception) and 23 (integrity constraint), or rows JSON cannot encode: the rows, not the store, are at fault. */
 function isDataError(error: unknown): boolean {
+  if (error instanceof UnencodableRows) return true
   const code = (error as { code?: unknown }).code
   return typeof code === 'string' && /^2[23]/.test(code)
 }
 
 function translateDataError(error: unknown): unknown {
+  if (error instanceof UnencodableRows) return new ServiceError('validation_failed', 'event data cannot be encoded as JSON (nested too deeply)')
   const code = (error as { code?: unknown }).code
   if (typeof code !== 'string') return error
   // The printer was deleted while its events were in flight.

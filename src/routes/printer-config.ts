@@ -126,6 +126,8 @@ export const connectionStatusRoute = defineRoute({
   errors: ['printer_not_found', 'printer_owner_unavailable'],
   handler: async (req, svc: Services) => {
     const at = Date.parse(req.body.last_heartbeat)
+    // RFC 3339 allows a leap second (…:60) that JavaScript dates cannot represent.
+    if (Number.isNaN(at)) throw new ServiceError('validation_failed', 'body.last_heartbeat is not a time this service can represent (a leap second?)')
     await svc.printers.reportConnection(req.params.id, organizationOf(req.principal), req.body.is_connected, at, req.body.status)
     return { body: { success: true } }
   },

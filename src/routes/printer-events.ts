@@ -11,6 +11,8 @@ import {
   BatchResultSchema,
   checkBatch,
   describeBatchProblem,
+  maxDataDepth,
+  nestsDeeperThan,
   PrinterEventBatchSchema,
   printerOfSingleEvent,
   SingleEventResultSchema,
@@ -50,6 +52,7 @@ export const postPrinterEventRoute = defineRoute({
     const event = req.body
     const printerId = printerOfSingleEvent(event)
     if (printerId === undefined) throw new ServiceError('validation_failed', 'body.printerId is required (or data.printerId): it names the printer the event is about')
+    if (nestsDeeperThan(event.data, maxDataDepth)) throw new ServiceError('validation_failed', `body.data nests deeper than ${maxDataDepth} levels`)
     const result = await svc.printers.ingest(printerId, {
       organizationId: organizationOf(req.principal),
       hostId: event.hostId,
@@ -68,7 +71,8 @@ export const postPrinterEventRoute = defineRoute({
     })
     const refused = result.refused[0]
     if (refused !== undefined) return { body: { success: false, jobId: null, message: refused.reason } }
-    return { body: { success: true, jobId: result.jobOf.get(event.eventId) ?? null, message: result.stored === 1 ? 'stored' : 'already stored (duplicate)' } }
+    // The same answer for a first delivery and its retries (the job id is read back for a duplicate).
+    return { body: { success: true, jobId: result.jobOf.get(event.eventId) ?? null, message: 'stored' } }
   },
 })
 

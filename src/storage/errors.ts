@@ -32,7 +32,17 @@ export function isStoreUnavailable(error: unknown): boolean {
   return typeof code === 'string' && unavailableCodes.has(code)
 }
 
+/**
+ * Text the database cannot hold (a NUL character, an unconvertible one): the
+ * request's input is at fault, and no schema rule names it, so it is a 400 here.
+ */
+const unstorableTextCodes = new Set(['22021', '22P05'])
+
 export function translateStoreError(error: unknown): ServiceError | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  if (typeof code === 'string' && unstorableTextCodes.has(code)) {
+    return new ServiceError('validation_failed', 'a text field holds a character the store cannot keep (such as \\u0000); remove it', { cause: error })
+  }
   if (!isStoreUnavailable(error)) return undefined
   return new ServiceError('store_unavailable', 'the database is unreachable; nothing was stored, retry later', {
     headers: { 'retry-after': '1' },

@@ -48,6 +48,9 @@ class RecordingPersistence implements PrinterPersistence {
     const log = this.log.get(printerId)
     return new Map(seqns.flatMap((s) => (log?.has(s) ? [[s, log.get(s)!] as const] : [])))
   }
+  async lookupEvents() {
+    return []
+  }
   async assignHost() {
     return true
   }
@@ -118,10 +121,14 @@ t.test('printer runtime - idle offline actors are passivated and come back hydra
 })
 
 t.test('printer runtime - resident actors are bounded: past the bound the least recently used idle ones go', async (t) => {
-  const { runtime } = setup({ maxResident: 3 })
+  const { runtime, persistence } = setup({ maxResident: 3 })
   for (const id of ids.slice(0, 6)) await ingest(runtime, id, [0])
-  t.equal(runtime.resident, 6)
-  await runtime.sweep()
+  t.equal(runtime.resident, 3, 'bounded at spawn time, between sweeps too')
+  const before = persistence.hydrations
+  await ingest(runtime, ids[5]!, [1])
+  t.equal(persistence.hydrations, before, 'the most recently used stayed')
+  await ingest(runtime, ids[0]!, [1])
+  t.equal(persistence.hydrations, before + 1, 'the least recently used was passivated and comes back hydrated')
   t.equal(runtime.resident, 3)
 })
 

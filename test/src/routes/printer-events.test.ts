@@ -51,20 +51,55 @@ t.test('printer events - a retried batch answers like the first delivery and sto
   t.same(await storedSeqns(printer), [10, 11, 12, 13, 14], 'a known idempotencyKey is a duplicate whatever its seqn')
 })
 
-t.test('printer events - an event below the high-water mark that was never stored is refused for good, the same on every retry', async (t) => {
+t.test('printer events - a late event is stored but not applied; a reused seqn is refused for good; retries answer alike', async (t) => {
   const printer = await addPrinter(farm)
-  await postBatch(farm, batch(printer, [item(1), item(5)]))
-  const late = batch(printer, [item(3), item(5, { eventId: 'impostor' }), item(6)])
+  await postBatch(farm, batch(printer, [item(1), item(5, { type: 'printer:statusUpdate', data: { status: 'RUNNING' } })]))
+  const late = batch(printer, [item(3, { type: 'printer:statusUpdate', data: { status: 'IDLE' } }), item(5, { eventId: 'impostor' }), item(6)])
   const first = await postBatch(farm, late)
   t.equal(first.status, 200)
-  t.match(first.json, { success: true, processed: 1, failed: 2 })
-  t.match(first.json.refused, [
-    { eventId: 'ev-3', seqn: 3, reason: /high-water mark/ },
-    { eventId: 'impostor', seqn: 5, reason: /already holds another event/ },
-  ])
+  t.same(first.json, { success: true, processed: 2, failed: 1, refused: [{ eventId: 'impostor', seqn: 5, reason: 'seqn 5 already holds another event (a reused seqn is a bridge fault; not stored)' }] })
+  t.same(await storedSeqns(printer), [1, 3, 5, 6], 'the late event is in the log: a 200 means stored')
+  t.match(await stateOf(printer), { high_water_seqn: 6, state: { rawStatus: 'RUNNING' } }, 'but the state did not go back to what it said')
   const again = await postBatch(farm, late)
   t.same(again.json, first.json)
-  t.same(await storedSeqns(printer), [1, 5, 6])
+  t.same(await storedSeqns(printer), [1, 3, 5, 6])
+})
+
+t.test('printer events - a job event the memory window forgot but the log holds is not applied twice', async (t) => {
+  const printer = await addPrinter(farm)
+  const start = await postEvent(farm, single(printer, 0, { type: 'job:start', eventId: 'job-start-1', data: { name: 'long print' } }))
+  for (let b = 0; b < 3; b++) await postBatch(farm, batch(printer, Array.from({ length: 100 }, (_, i) => item(1 + b * 100 + i))))
+  // Resent under a new seqn, long after: beyond the window of recent ids.
+  const resent = await postEvent(farm, single(printer, 400, { type: 'job:start', eventId: 'job-start-1', data: { name: 'long print' } }))
+  t.same(resent.json, { success: true, jobId: start.json.jobId, message: 'stored' }, 'answered with the job it was stored with')
+  const jobs = await sql`select id, state from print_jobs where printer_id = ${printer}`
+  t.same(jobs.map((j) => [j['id'], j['state']]), [[start.json.jobId, 'printing']], 'no second job, and the running one was not closed')
+})
+
+t.test('printer events - data nested too deeply is a 400 on both routes, not a broken flush', async (t) => {
+  const printer = await addPrinter(farm)
+  // 5,000 levels, written as text: deep enough to break a recursive serializer.
+  const deep = '{"a":'.repeat(5000) + '1' + '}'.repeat(5000)
+  const withData = (json: string) => json.replace('"data":{"marker":1}', `"data":${deep}`)
+  const body = withData(JSON.stringify(batch(printer, [item(0, { data: { marker: 1 } })])))
+  const res = await request(farm.url, '/v1/printer-events/batch', { method: 'POST', headers: { ...farm.bridge, 'content-type': 'application/json' }, body })
+  t.equal(res.status, 400)
+  t.match(res.json, { code: 'validation_failed', message: /events\[0\]\.data nests deeper than 32/ })
+  const one = await request(farm.url, '/v1/printer-events', { method: 'POST', headers: { ...farm.bridge, 'content-type': 'application/json' }, body: withData(JSON.stringify(single(printer, 0, { data: { marker: 1 } }))) })
+  t.equal(one.status, 400)
+  t.same(await storedSeqns(printer), [])
+  const ok = await postBatch(farm, batch(printer, [item(0, { data: { a: { b: { c: 1 } } } })]))
+  t.equal(ok.status, 200)
+})
+
+t.test('printer inputs - a NUL character in a host id or an unrepresentable heartbeat time is a 400, not a 500', async (t) => {
+  const printer = await addPrinter(farm)
+  const nul = await request(farm.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: 'host\u0000x' } })
+  t.equal(nul.status, 400)
+  t.equal(nul.json.error, 'validation_failed')
+  const leap = await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: '2016-12-31T23:59:60Z' } })
+  t.equal(leap.status, 400)
+  t.match(leap.json.message, /last_heartbeat/)
 })
 
 t.test('printer events - concurrent batches for one printer are serialized by its actor', async (t) => {
@@ -126,7 +161,9 @@ t.test('printer events - the single route names its printer, stores once, and re
   const other = await postEvent(farm, single(printer, 3))
   t.same(other.json, { success: true, jobId: null, message: 'stored' })
   const again = await postEvent(farm, single(printer, 3, { deliveryAttempt: 2 }))
-  t.same(again.json, { success: true, jobId: null, message: 'already stored (duplicate)' })
+  t.same(again.json, { success: true, jobId: null, message: 'stored' })
+  const startAgain = await postEvent(farm, single(printer, 1, { type: 'job:start', data: { name: 'gear.3mf' }, deliveryAttempt: 2 }))
+  t.same(startAgain.json, start.json, 'a retried job:start answers with the same job id')
   const nameless = await postEvent(farm, { ...single(printer, 4), printerId: undefined })
   t.equal(nameless.status, 400)
   t.match(nameless.json, { code: 'validation_failed', message: /printerId/ })
