@@ -71,6 +71,8 @@ export interface PrinterChange {
   view: PrinterView
   /** The events this commit stored (empty for state-only changes such as presence). */
   events: readonly EventRecord[]
+  /** Jobs this commit created or changed, in their state now. */
+  jobs: readonly PrinterJob[]
 }
 
 const fenceErrors: Record<FenceRefusal, ErrorCode> = {
@@ -318,7 +320,7 @@ export class PrinterActor {
       throw error
     }
     loaded.persistedOnline = online
-    this.#publish(records.filter((r) => outcome.inserted.has(r.eventId)))
+    this.#publish(records.filter((r) => outcome.inserted.has(r.eventId)), snap.context.changedJobs)
     return outcome
   }
 
@@ -340,8 +342,8 @@ export class PrinterActor {
     return this.#options.persistence.commit(unit)
   }
 
-  #publish(events: readonly EventRecord[]): void {
-    this.#options.onCommitted({ view: this.#view(), events })
+  #publish(events: readonly EventRecord[], jobs: readonly PrinterJob[] = []): void {
+    this.#options.onCommitted({ view: this.#view(), events, jobs })
   }
 
   async #load(organizationId: string) {

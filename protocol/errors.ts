@@ -173,6 +173,14 @@ export const errorCodes = {
     description: "The node that owns this printer's shard cannot take the request right now. Nothing was stored; retry after the Retry-After delay.",
     retryable: true,
   },
+  topic_not_found: {
+    status: 404,
+    description: 'Live feed: no such topic in this organization (a printer of another organization is unknown here too).',
+  },
+  invalid_frame: {
+    status: 400,
+    description: 'Live feed: the frame is not JSON (printfarm.v1.json) or MessagePack (printfarm.v1.msgpack). See the protocol in the README.',
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',

@@ -29,7 +29,10 @@ import { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import { PrinterConfigStore } from './printers/config-store.js'
 import { printerConfigRoutes } from './routes/printer-config.js'
 import { printerEventRoutes } from './routes/printer-events.js'
+import { farmPageRoutes } from './routes/farm-page.js'
 import { startPrinterNode, type PrinterNode } from './printers/runtime.js'
+import { createLiveFeed } from './live/index.js'
+import { RedisRelay } from './live/redis-relay.js'
 import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
 
@@ -56,7 +59,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes, ...farmPageRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
@@ -95,6 +98,22 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const apiKeyCache = new ApiKeyCache(db.sql)
   const apiKeyUsage = new UsageLogWriter(db.sql, logger)
   const pairingWindowMs = loginFailureWindowMs
+  const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
+  const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
+  let relay: RedisRelay | undefined
+  if (config.redisUrl !== undefined) {
+    try {
+      relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, live.hub, logger, metrics)
+    } catch (error) {
+      await printerNode.stop().catch(() => undefined)
+      await mqtt.close().catch(() => undefined)
+      await db.close().catch(() => undefined)
+      stopProcessMetrics()
+      throw new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
+    }
+    const r = relay
+    live.onLocalChange((change) => r.publish(change))
+  }
   const services: Services = {
     config,
     logger,
@@ -112,6 +131,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     apiKeyUsage,
     printerConfig: new PrinterConfigStore(db, sealedBox, logger),
     printers: printerNode.runtime,
+    live,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
@@ -134,7 +154,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
       metrics,
       routes,
       services,
-      authenticate: createAuthenticator(db.sql, sessions, apiKeyCache),
+      authenticate,
+      attach: (app) => live.attach(app),
       onApiKeyUse: (use) =>
         apiKeyUsage.record({
           apiKeyId: use.keyId,
@@ -148,6 +169,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     })
   } catch (error) {
     await printerNode.stop().catch(() => undefined)
+    await relay?.close()
     await mqtt.close().catch(() => undefined)
     await db.close().catch(() => undefined)
     stopProcessMetrics()
@@ -162,11 +184,13 @@ export async function startService(config: Config, options: StartOptions = {}): 
       state.accepting = false
       logger.info('shutting down', { inFlight: http.inFlight })
       try {
+        live.close()
         await http.close(config.shutdownTimeoutMs)
         // Actors finish their messages and the group commit writes its last flush before the store closes.
         await printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
         await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
         await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
+        await relay?.close()
       } finally {
         await db.close()
         stopProcessMetrics()

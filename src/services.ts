@@ -13,6 +13,7 @@ import type { Sessions } from './auth/sessions.js'
 import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import type { PrinterConfigStore } from './printers/config-store.js'
 import type { PrinterRuntime } from '../actors/printer-runtime.js'
+import type { LiveFeed } from './live/index.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -30,6 +31,8 @@ export interface Services {
   readonly printerConfig: PrinterConfigStore
   /** The printer actors of this node (ingestion, host moves, presence, filaments, maintenance). */
   readonly printers: PrinterRuntime
+  /** The live feed of this node (WebSocket /v1/live). */
+  readonly live: LiveFeed
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

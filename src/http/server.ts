@@ -17,7 +17,7 @@ import { CorsPolicy } from './cors.js'
 import { Exchange } from './exchange.js'
 import { isBodyMethod, type Principal, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
-import { assertNativeUws, uWS, type us_listen_socket } from './uws.js'
+import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from './uws.js'
 
 export interface HttpServerOptions<Svc> {
   host: string
@@ -32,6 +32,8 @@ export interface HttpServerOptions<Svc> {
   services: Svc
   /** Checks the credential for a non-public route; without it only public routes can be called. */
   authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<Principal>
+  /** Adds handlers to the uWS app before the HTTP catch-all (the live feed's WebSocket route). */
+  attach?: (app: TemplatedApp) => void
   /** Told of every answered request whose caller used an API key (usage logs); must not throw or block. */
   onApiKeyUse?: (use: { keyId: string; method: string; route: string; status: number; remoteAddress: string; requestId: string }) => void
 }
@@ -131,6 +133,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
   }
 
   const app = uWS.App()
+  options.attach?.(app)
   app.any('/*', (res, req) => {
     const method = req.getMethod().toUpperCase()
     const path = req.getUrl()
@@ -322,7 +325,7 @@ function validate(validator: Validator<unknown> | undefined, value: unknown): un
   return result.value
 }
 
-function parseQuery(raw: string): Record<string, string | string[]> {
+export function parseQuery(raw: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   if (raw === '') return out
   for (const [key, value] of new URLSearchParams(raw)) {

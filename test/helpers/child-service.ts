@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { request } from './http.js'
-import type { TestContext } from './service.js'
+import { testAdmin, type TestContext } from './service.js'
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 const cliPath = fileURLToPath(new URL('../../src/cli.ts', import.meta.url))
@@ -71,6 +71,22 @@ export interface ChildService {
   kill(): Promise<void>
   /** SIGTERM (a graceful drain), SIGKILL if it has not exited within timeoutMs. */
   stop(timeoutMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** The environment of a child service on this test's stores: PostgreSQL (in `schema`) or PGlite in `dataDir`, Redis if configured, its own embedded broker. */
+export function childServiceEnv(dataDir: string, schema: string | undefined): Record<string, string | undefined> {
+  return {
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    DATABASE_URL: schema === undefined ? undefined : process.env['DATABASE_URL'],
+    DATABASE_SCHEMA: schema,
+    REDIS_URL: process.env['REDIS_URL'],
+    MQTT_URL: undefined,
+    MQTT_PORT: '0',
+    PRINTFARM_ADMIN_EMAIL: testAdmin.email,
+    PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
+    LOG_LEVEL: 'warn',
+  }
 }
 
 export interface StartChildOptions {

@@ -14,10 +14,10 @@
 import t from 'tap'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { startChildService, type ChildService } from '../../helpers/child-service.js'
+import { childServiceEnv, startChildService, type ChildService } from '../../helpers/child-service.js'
 import { metricValue, request, type HttpResult } from '../../helpers/http.js'
 import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
-import { tempDir, tempSchema, testAdmin, usingRealPostgres } from '../../helpers/service.js'
+import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js'
 
 const realPostgres = usingRealPostgres()
 /** PGlite runs one query at a time: a smaller farm keeps the embedded run in tens of seconds. */
@@ -107,18 +107,7 @@ const schema = realPostgres ? tempSchema(t) : 'public'
 
 t.test('crash - SIGKILL while bridges post: every acknowledged event is stored exactly once, and retries store the rest exactly once', async (t) => {
   const started = performance.now()
-  const env: Record<string, string | undefined> = {
-    HOST: '127.0.0.1',
-    DATA_DIR: dataDir,
-    DATABASE_URL: realPostgres ? process.env['DATABASE_URL'] : undefined,
-    DATABASE_SCHEMA: realPostgres ? schema : undefined,
-    REDIS_URL: process.env['REDIS_URL'],
-    MQTT_URL: undefined,
-    MQTT_PORT: '0',
-    PRINTFARM_ADMIN_EMAIL: testAdmin.email,
-    PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
-    LOG_LEVEL: 'warn',
-  }
+  const env = childServiceEnv(dataDir, realPostgres ? schema : undefined)
 
   let service: ChildService = await startChildService(t, { env })
   t.comment(`child ${service.pid} ready on ${service.url} after ${Math.round(performance.now() - started)} ms (${realPostgres ? `PostgreSQL schema ${schema}` : `PGlite in ${dataDir}`})`)

@@ -1,0 +1,154 @@
+/**
+ * The live feed's topics on this node (issue 5). Every organization topic has
+ * its own sequence and a ring of its recent frames (for `since` resumes).
+ * A frame is serialized once per encoding and handed to uWS topic publish,
+ * never once per subscriber (DESIGN section 7), and only for an encoding
+ * that has subscribers.
+ *
+ * Changes arrive from this node's printer actors after their commit and,
+ * with Redis, from other nodes (src/live/redis-relay.ts); both go through
+ * `printerChanged`, so a dashboard sees the whole farm whichever node owns a
+ * printer. Sequences are this node's: a client that moves to another node
+ * gets a snapshot, as the `stream` of its seqs does not match.
+ */
+import { encode } from '@msgpack/msgpack'
+import { randomBytes } from 'node:crypto'
+import type { PrinterChange } from '../../actors/printer-actor.js'
+import type { EventRecord } from '../../actors/printer-persistence.js'
+import type { ServerFrame } from '../../protocol/live.js'
+import { printerLive, type PrinterLive } from './printer-live.js'
+import type { LiveJob } from './snapshots.js'
+
+/** uWS topic names: encoding, organization, topic. */
+export const uwsTopic = (encoding: 'j' | 'm', organizationId: string, topic: string): string => `${encoding}/${organizationId}/${topic}`
+
+export interface HubOptions {
+  /** uWS app.publish. */
+  publish: (topic: string, message: string | Uint8Array, isBinary: boolean) => void
+  /** uWS app.numSubscribers. */
+  subscribers: (topic: string) => number
+  /** Frames kept per topic for resumes. */
+  ringSize?: number
+  /** Topics (with their rings) kept at most; the least recently published go first. */
+  maxStreams?: number
+  now?: () => number
+}
+
+interface Stream {
+  seq: number
+  ring: ServerFrame[]
+}
+
+/** A change as it crosses nodes: what the feed needs, nothing more. */
+export interface LiveChange {
+  organizationId: string
+  printer: PrinterLive
+  events: readonly Pick<EventRecord, 'eventId' | 'type' | 'seqn' | 'timestamp' | 'data' | 'jobId'>[]
+  jobs: readonly LiveJob[]
+}
+
+export function liveChangeOf(change: PrinterChange, now: number): LiveChange {
+  return {
+    organizationId: change.view.organizationId,
+    printer: printerLive(change.view, now),
+    events: change.events.map((e) => ({ eventId: e.eventId, type: e.type, seqn: e.seqn, timestamp: e.timestamp, data: e.data, jobId: e.jobId })),
+    jobs: change.jobs.map((j) => ({ ...j, printerId: change.view.printerId })),
+  }
+}
+
+export class LiveHub {
+  /** Names this node's sequences; a `since` from another stream is not honoured. */
+  readonly stream = randomBytes(6).toString('hex')
+  readonly #options: HubOptions
+  readonly #ringSize: number
+  readonly #maxStreams: number
+  readonly #streams = new Map<string, Stream>()
+  /** Latest state of every printer heard of, per organization (what a lagging client gets, coalesced). */
+  readonly #latest = new Map<string, Map<string, PrinterLive>>()
+  readonly #listeners = new Set<(change: LiveChange) => void>()
+  published = 0
+
+  constructor(options: HubOptions) {
+    this.#options = options
+    this.#ringSize = options.ringSize ?? 1024
+    this.#maxStreams = options.maxStreams ?? 20_000
+  }
+
+  /** Called for every change this node learns of (after the commit that made it). */
+  printerChanged(change: LiveChange): void {
+    const org = change.organizationId
+    let latest = this.#latest.get(org)
+    if (latest === undefined) this.#latest.set(org, (latest = new Map()))
+    const known = latest.get(change.printer.id)
+    // The name comes from snapshots; changes from the actors do not carry it.
+    const printer = change.printer.name === undefined && known?.name !== undefined ? { ...change.printer, name: known.name } : change.printer
+    latest.set(printer.id, printer)
+    this.#publish(org, 'printers', { printer })
+    this.#publish(org, `printer:${printer.id}`, { printer, events: change.events })
+    for (const job of change.jobs) this.#publish(org, 'jobs', { job })
+    for (const listener of this.#listeners) listener({ ...change, printer })
+  }
+
+  /** Told of every change after it was published (lagging sockets record what they missed). */
+  onChange(listener: (change: LiveChange) => void): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  /** Remembers names and states from a snapshot, so coalesced frames carry them. */
+  remember(organizationId: string, printers: readonly PrinterLive[]): void {
+    let latest = this.#latest.get(organizationId)
+    if (latest === undefined) this.#latest.set(organizationId, (latest = new Map()))
+    for (const p of printers) {
+      const known = latest.get(p.id)
+      if (known === undefined) latest.set(p.id, p)
+      else if (known.name === undefined && p.name !== undefined) latest.set(p.id, { ...known, name: p.name })
+    }
+  }
+
+  latestPrinters(organizationId: string, ids: Iterable<string>): PrinterLive[] {
+    const latest = this.#latest.get(organizationId)
+    if (latest === undefined) return []
+    return [...ids].flatMap((id) => (latest.has(id) ? [latest.get(id)!] : []))
+  }
+
+  currentSeq(organizationId: string, topic: string): number {
+    return this.#streams.get(`${organizationId}/${topic}`)?.seq ?? 0
+  }
+
+  /** The frames after `since`, if this node still holds all of them; undefined means "send a snapshot". */
+  replay(organizationId: string, topic: string, since: number): ServerFrame[] | undefined {
+    const stream = this.#streams.get(`${organizationId}/${topic}`)
+    const seq = stream?.seq ?? 0
+    if (since > seq) return undefined // a seq this stream never issued
+    if (since === seq) return []
+    const ring = stream!.ring
+    const oldest = ring[0]?.seq ?? seq + 1
+    if (since + 1 < oldest) return undefined
+    return ring.filter((f) => f.seq! > since)
+  }
+
+  encode(frame: ServerFrame, encoding: 'json' | 'msgpack'): string | Uint8Array {
+    return encoding === 'json' ? JSON.stringify(frame) : encode(frame)
+  }
+
+  #publish(organizationId: string, topic: string, data: unknown): void {
+    const key = `${organizationId}/${topic}`
+    let stream = this.#streams.get(key)
+    if (stream === undefined) {
+      if (this.#streams.size >= this.#maxStreams) this.#streams.delete(this.#streams.keys().next().value!)
+      stream = { seq: 0, ring: [] }
+    } else {
+      this.#streams.delete(key) // re-inserted below: insertion order is recency
+    }
+    this.#streams.set(key, stream)
+    const frame: ServerFrame = { op: 'event', topic, seq: ++stream.seq, data }
+    stream.ring.push(frame)
+    if (stream.ring.length > this.#ringSize) stream.ring.shift()
+    const json = uwsTopic('j', organizationId, topic)
+    const mp = uwsTopic('m', organizationId, topic)
+    if (this.#options.subscribers(json) > 0) this.#options.publish(json, JSON.stringify(frame), false)
+    if (this.#options.subscribers(mp) > 0) this.#options.publish(mp, encode(frame), true)
+    this.published++
+  }
+}

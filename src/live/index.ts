@@ -1,0 +1,74 @@
+/**
+ * The live feed of one node: hub, WebSocket server and (with Redis) the relay
+ * to other nodes, wired to the printer actors' commit hook.
+ */
+import type { PrinterRuntime } from '../../actors/printer-runtime.js'
+import type { Sessions } from '../auth/sessions.js'
+import { bearerToken, type Authenticate } from '../auth/authenticate.js'
+import type { TemplatedApp } from '../http/uws.js'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+import type { Database } from '../storage/database.js'
+import { LiveHub, liveChangeOf, type LiveChange } from './hub.js'
+import { LiveServer } from './socket-server.js'
+import { Snapshots } from './snapshots.js'
+
+export interface LiveFeed {
+  readonly hub: LiveHub
+  readonly server: LiveServer
+  attach(app: TemplatedApp): void
+  /** Changes from this node's actors also go here (the Redis relay publishes them to other nodes). */
+  onLocalChange(listener: (change: LiveChange) => void): void
+  close(): void
+}
+
+export function createLiveFeed(options: {
+  db: Database
+  printers: PrinterRuntime
+  authenticate: Authenticate
+  sessions: Sessions
+  logger: Logger
+  metrics: MetricsRegistry
+}): LiveFeed {
+  let app: TemplatedApp | undefined
+  const hub = new LiveHub({
+    publish: (topic, message, isBinary) => app?.publish(topic, message, isBinary),
+    subscribers: (topic) => app?.numSubscribers(topic) ?? 0,
+  })
+  const server = new LiveServer({
+    hub,
+    snapshots: new Snapshots(options.db),
+    logger: options.logger,
+    metrics: options.metrics,
+    authenticate: async (headers, query) => {
+      const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)
+      const token = bearerToken(headers)
+      // A session token's expiry ends the connection too (4001); the page refreshes and resumes.
+      const expiresAt = token === undefined ? null : (await options.sessions.verifyAccessToken(token)).expiresAt
+      return { principal, expiresAt }
+    },
+  })
+  const local = new Set<(change: LiveChange) => void>()
+  const published = options.metrics.counter('live_changes_total', 'Printer changes published to the live feed, by origin (local actors or another node).', ['origin'])
+  const fromHere = published.cell({ origin: 'local' })
+  options.printers.onChange((change) => {
+    const live = liveChangeOf(change, Date.now())
+    fromHere.inc()
+    hub.printerChanged(live)
+    for (const listener of local) listener(live)
+  })
+  return {
+    hub,
+    server,
+    attach(a) {
+      app = a
+      server.attach(a)
+    },
+    onLocalChange(listener) {
+      local.add(listener)
+    },
+    close() {
+      server.close()
+    },
+  }
+}

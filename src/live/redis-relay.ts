@@ -1,0 +1,80 @@
+/**
+ * Live-feed changes across nodes (issue 5, DESIGN section 6): each node
+ * publishes the changes of its own printer actors to one Redis pub/sub
+ * channel as MessagePack, and feeds what other nodes publish into its hub,
+ * so a dashboard on node B sees the printers owned by node A.
+ *
+ * Pub/sub is fire-and-forget: a change published while a node is
+ * disconnected from Redis is not seen there (its clients detect nothing
+ * missing in seq, since seqs are per node; the state catches up with the
+ * printer's next change, and a reconnecting dashboard gets a snapshot from
+ * PostgreSQL). Redis is never on the ingestion path: a publish that fails is
+ * counted and logged, the bridge's 200 does not wait for it.
+ *
+ * The channel carries the database schema, so deployments (and test runs)
+ * sharing one Redis do not see each other's farms.
+ */
+import { decode, encode } from '@msgpack/msgpack'
+import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+import type { LiveChange, LiveHub } from './hub.js'
+
+interface Envelope {
+  /** The publishing node: a node ignores its own messages (its hub has them already). */
+  n: string
+  c: LiveChange
+}
+
+export class RedisRelay {
+  readonly #pub: Redis
+  readonly #sub: Redis
+  readonly #channel: string
+  readonly #node = randomUUID()
+  readonly #logger: Logger
+  readonly #failures
+  readonly #received
+
+  private constructor(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry) {
+    this.#channel = `printfarm:${schema}:live`
+    this.#logger = logger
+    const options = { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true }
+    this.#pub = new Redis(url, options)
+    this.#sub = new Redis(url, { ...options, enableOfflineQueue: true })
+    for (const client of [this.#pub, this.#sub]) client.on('error', (error: unknown) => logger.warn('live relay: Redis error', { error }))
+    this.#failures = metrics.counter('live_relay_publish_failures_total', 'Live-feed changes that could not be published to Redis.')
+    this.#received = metrics.counter('live_relay_received_total', 'Live-feed changes received from other nodes through Redis.')
+    this.#sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => {
+      let envelope: Envelope
+      try {
+        envelope = decode(message) as Envelope
+      } catch (error) {
+        logger.warn('live relay: a message that is not a change', { error })
+        return
+      }
+      if (envelope.n === this.#node) return
+      this.#received.inc()
+      hub.printerChanged(envelope.c)
+    })
+  }
+
+  static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
+    const relay = new RedisRelay(url, schema, hub, logger, metrics)
+    await Promise.all([relay.#pub.connect(), relay.#sub.connect()])
+    await relay.#sub.subscribe(relay.#channel)
+    return relay
+  }
+
+  publish(change: LiveChange): void {
+    const payload = Buffer.from(encode({ n: this.#node, c: change } satisfies Envelope))
+    this.#pub.publish(this.#channel, payload).catch((error: unknown) => {
+      this.#failures.inc()
+      this.#logger.warn('live relay: publish failed', { error })
+    })
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.#sub.quit(), this.#pub.quit()])
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * The live farm page (issue 5): `GET /` and its script `GET /farm.js`, from
+ * `public/`. Read once at start (a page of a few kilobytes), served with a
+ * content security policy that allows only this origin's script and the
+ * live feed's WebSocket, so nothing injected could run or phone elsewhere.
+ */
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
+import type { Services } from '../services.js'
+
+/** public/ sits at the package root: two levels up from src/routes, three from dist/src/routes. */
+function publicDir(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (let i = 0; i < 5; i++) {
+    if (existsSync(join(dir, 'public', 'farm.html'))) return join(dir, 'public')
+    dir = dirname(dir)
+  }
+  throw new Error('public/farm.html not found next to the package')
+}
+
+const dir = publicDir()
+const html = readFileSync(join(dir, 'farm.html'), 'utf8')
+const script = readFileSync(join(dir, 'farm.js'), 'utf8')
+const security = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-cache',
+}
+
+export const farmPageRoute = defineRoute({
+  method: 'GET',
+  path: '/',
+  operationId: 'farmPage',
+  summary: "The live farm page: sign in, then every printer of the organization as a tile that updates live.",
+  tags: ['live'],
+  auth: { kind: 'public', reason: 'a static page; it signs in through POST /v1/auth/login and reads nothing without a token' },
+  schemas: {},
+  responses: { 200: { description: 'HTML.', contentType: 'text/html' } },
+  handler: () => ({ raw: html, contentType: 'text/html; charset=utf-8', headers: security }),
+})
+
+export const farmScriptRoute = defineRoute({
+  method: 'GET',
+  path: '/farm.js',
+  operationId: 'farmPageScript',
+  summary: "The live farm page's script.",
+  tags: ['live'],
+  auth: { kind: 'public', reason: 'the static script of the live farm page' },
+  schemas: {},
+  responses: { 200: { description: 'JavaScript.', contentType: 'text/javascript' } },
+  handler: () => ({ raw: script, contentType: 'text/javascript; charset=utf-8', headers: security }),
+})
+
+export const farmPageRoutes: readonly Route<RouteSchemas, Services>[] = [farmPageRoute, farmScriptRoute]
