@@ -27,8 +27,10 @@ export interface HubOptions {
   publish: (topic: string, message: string | Uint8Array, isBinary: boolean) => void
   /** uWS app.numSubscribers. */
   subscribers: (topic: string) => number
-  /** Frames kept per topic for resumes. */
+  /** Frames kept per organization-wide topic (printers, jobs) for resumes. */
   ringSize?: number
+  /** Frames kept per `printer:<id>` topic (they carry whole event batches, so fewer). */
+  printerRingSize?: number
   /** Topics (with their rings) kept at most; the least recently published go first. */
   maxStreams?: number
   now?: () => number
@@ -61,6 +63,7 @@ export class LiveHub {
   readonly stream = randomBytes(6).toString('hex')
   readonly #options: HubOptions
   readonly #ringSize: number
+  readonly #printerRingSize: number
   readonly #maxStreams: number
   readonly #streams = new Map<string, Stream>()
   /** Latest state of every printer heard of, per organization (what a lagging client gets, coalesced). */
@@ -71,7 +74,8 @@ export class LiveHub {
   constructor(options: HubOptions) {
     this.#options = options
     this.#ringSize = options.ringSize ?? 1024
-    this.#maxStreams = options.maxStreams ?? 20_000
+    this.#printerRingSize = options.printerRingSize ?? 16
+    this.#maxStreams = options.maxStreams ?? 5_000
   }
 
   /** Called for every change this node learns of (after the commit that made it). */
@@ -112,6 +116,14 @@ export class LiveHub {
     return [...ids].flatMap((id) => (latest.has(id) ? [latest.get(id)!] : []))
   }
 
+  /** Makes sure a topic buffers from now on (a subscription about to read its snapshot must not miss what follows). */
+  follow(organizationId: string, topic: string): void {
+    const key = `${organizationId}/${topic}`
+    if (this.#streams.has(key)) return
+    if (this.#streams.size >= this.#maxStreams) this.#streams.delete(this.#streams.keys().next().value!)
+    this.#streams.set(key, { seq: 0, ring: [] })
+  }
+
   currentSeq(organizationId: string, topic: string): number {
     return this.#streams.get(`${organizationId}/${topic}`)?.seq ?? 0
   }
@@ -134,7 +146,15 @@ export class LiveHub {
 
   #publish(organizationId: string, topic: string, data: unknown): void {
     const key = `${organizationId}/${topic}`
+    const json = uwsTopic('j', organizationId, topic)
+    const mp = uwsTopic('m', organizationId, topic)
+    const jsonSubscribers = this.#options.subscribers(json)
+    const mpSubscribers = this.#options.subscribers(mp)
+    const perPrinter = topic.startsWith('printer:')
     let stream = this.#streams.get(key)
+    // A printer's own topic is kept only while someone follows it: thousands of printers
+    // must not each hold a ring of event batches nobody will read (a new subscriber gets a snapshot).
+    if (stream === undefined && perPrinter && jsonSubscribers + mpSubscribers === 0) return
     if (stream === undefined) {
       if (this.#streams.size >= this.#maxStreams) this.#streams.delete(this.#streams.keys().next().value!)
       stream = { seq: 0, ring: [] }
@@ -144,11 +164,9 @@ export class LiveHub {
     this.#streams.set(key, stream)
     const frame: ServerFrame = { op: 'event', topic, seq: ++stream.seq, data }
     stream.ring.push(frame)
-    if (stream.ring.length > this.#ringSize) stream.ring.shift()
-    const json = uwsTopic('j', organizationId, topic)
-    const mp = uwsTopic('m', organizationId, topic)
-    if (this.#options.subscribers(json) > 0) this.#options.publish(json, JSON.stringify(frame), false)
-    if (this.#options.subscribers(mp) > 0) this.#options.publish(mp, encode(frame), true)
+    if (stream.ring.length > (perPrinter ? this.#printerRingSize : this.#ringSize)) stream.ring.shift()
+    if (jsonSubscribers > 0) this.#options.publish(json, JSON.stringify(frame), false)
+    if (mpSubscribers > 0) this.#options.publish(mp, encode(frame), true)
     this.published++
   }
 }

@@ -76,6 +76,8 @@ const topicScope = (topic: string): string => (topic === 'jobs' ? 'jobs:read' : 
 export class LiveServer {
   readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics'>> & LiveServerOptions
   readonly #sockets = new Set<Socket>()
+  /** The lagging ones (a subset): changes are noted for these only. */
+  readonly #lagging = new Set<Socket>()
   #sweep: ReturnType<typeof setInterval> | undefined
   readonly #counts
 
@@ -92,7 +94,7 @@ export class LiveServer {
     }
     const m = options.metrics
     m.gauge('live_sockets', 'Live-feed WebSockets open on this node.', [], (g) => g.set({}, this.#sockets.size))
-    m.gauge('live_sockets_lagging', 'Live-feed WebSockets taken off their topics because they read too slowly.', [], (g) => g.set({}, [...this.#sockets].filter((s) => s.getUserData().lagging !== null).length))
+    m.gauge('live_sockets_lagging', 'Live-feed WebSockets taken off their topics because they read too slowly.', [], (g) => g.set({}, this.#lagging.size))
     this.#counts = {
       refused: m.counter('live_upgrades_refused_total', 'WebSocket upgrades refused, by HTTP status.', ['status']),
       lagged: m.counter('live_lagging_total', 'Times a socket fell behind and was taken off its topics.'),
@@ -169,6 +171,7 @@ export class LiveServer {
         const socket = ws as unknown as Socket
         socket.getUserData().closed = true
         this.#sockets.delete(socket)
+        this.#lagging.delete(socket)
       },
     })
     this.#sweep = setInterval(() => this.#check(), this.#o.checkMs)
@@ -180,6 +183,7 @@ export class LiveServer {
     if (this.#sweep !== undefined) clearInterval(this.#sweep)
     for (const socket of [...this.#sockets]) if (!socket.getUserData().closed) socket.end(liveCloseCodes.goingAway, 'server shutting down')
     this.#sockets.clear()
+    this.#lagging.clear()
   }
 
   get size(): number {
@@ -258,6 +262,7 @@ export class LiveServer {
     const data = socket.getUserData()
     const hub = this.#o.hub
     const org = data.organizationId
+    hub.follow(org, topic)
     const before = hub.currentSeq(org, topic)
     const snapshot = await this.#load(org, topic)
     if (data.closed) return
@@ -299,7 +304,7 @@ export class LiveServer {
   }
 
   #noteForLagging(change: LiveChange): void {
-    for (const socket of this.#sockets) {
+    for (const socket of this.#lagging) {
       const data = socket.getUserData()
       if (data.lagging === null || data.organizationId !== change.organizationId || !data.topics.has('printers')) continue
       if (data.lagging.resync) continue
@@ -338,6 +343,7 @@ export class LiveServer {
     const data = socket.getUserData()
     this.#counts.lagged.inc()
     data.lagging = { since: Date.now(), dirty: new Set(), resync: false }
+    this.#lagging.add(socket)
     for (const topic of data.topics) socket.unsubscribe(uwsTopic(data.encoding === 'json' ? 'j' : 'm', data.organizationId, topic))
   }
 
@@ -346,6 +352,7 @@ export class LiveServer {
     if (data.closed || data.lagging === null || socket.getBufferedAmount() > this.#o.recoveredBytes) return
     const lagging = data.lagging
     data.lagging = null
+    this.#lagging.delete(socket)
     const hub = this.#o.hub
     const topics = [...data.topics]
     data.topics.clear()
