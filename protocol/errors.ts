@@ -181,6 +181,11 @@ export const errorCodes = {
     status: 400,
     description: 'Live feed: the frame is not JSON (printfarm.v1.json) or MessagePack (printfarm.v1.msgpack). See the protocol in the README.',
   },
+  MQTT_DISPLAY_REQUEST_INVALID: {
+    // SPEC part 7: the signal-profile and display routes' own 400 code.
+    status: 400,
+    description: 'A signal-profile or display request has an unknown or invalid field (the message names it), or a draft breaks a compiler rule.',
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',
