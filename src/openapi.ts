@@ -136,6 +136,12 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
         '## Pairing a bridge',
         '`POST /v1/auth-codes` (no credential) gives a 10-character code valid 10 minutes; an organization admin confirms it with ' +
           '`POST /v1/auth-codes/verify`; the bridge polls `GET /v1/auth-codes/verify/{code}` until it gets, exactly once, an API key with the bridge scopes.',
+        '## Live feed (WebSocket)',
+        '`GET /v1/live` upgrades to a WebSocket on the same port (not listed below: it is not a request/response route). Credentials on the upgrade: ' +
+          '`Authorization: Bearer`, `x-api-key` (scope `printers:read`) or `?access_token=`; subprotocols `printfarm.v1.json` (default) and `printfarm.v1.msgpack`. ' +
+          'Client frames `{op: subscribe|unsubscribe|ping, topics, since?, stream?}`; server frames `{op: snapshot|event|error|pong, topic, seq, data}` on topics ' +
+          '`printers`, `printer:<id>`, `jobs`, `displays`. Close codes: 1001 shutting down, 4001 token expired, 4002 invalid frames, 4008 too slow. ' +
+          'The README documents ordering, resume and the slow-client policy.',
         '## Who may call what',
         renderRouteTable(routes),
         '## Errors',

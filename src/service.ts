@@ -69,6 +69,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const db: Database = await openDatabase(config, logger)
   const metrics = new MetricsRegistry()
   const stopProcessMetrics = registerProcessMetrics(metrics)
+  // What has started so far, undone in reverse when a later step of the start fails.
+  const started: (() => unknown)[] = [() => db.close(), stopProcessMetrics]
+  const undo = async (): Promise<void> => {
+    for (const close of [...started].reverse()) await Promise.resolve().then(close).catch(() => undefined)
+  }
   const state: NodeState = { migrationsVersion: 0, accepting: true }
   let mqtt: MqttConnection
   let keyring: Keyring
@@ -82,13 +87,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
     keyring = await loadKeyring(db.sql, sealedBox, logger)
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
     printerNode = await startPrinterNode(db, config, metrics, logger)
-    mqtt = await connectMqtt(config, logger).catch(async (error: unknown) => {
-      await printerNode.stop()
-      throw error
-    })
+    started.push(() => printerNode.stop())
+    mqtt = await connectMqtt(config, logger)
+    started.push(() => mqtt.close())
   } catch (error) {
-    await db.close().catch(() => undefined)
-    stopProcessMetrics()
+    await undo()
     throw error
   }
 
@@ -105,13 +108,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
     try {
       relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, live.hub, logger, metrics)
     } catch (error) {
-      await printerNode.stop().catch(() => undefined)
-      await mqtt.close().catch(() => undefined)
-      await db.close().catch(() => undefined)
-      stopProcessMetrics()
+      await undo()
       throw new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
     }
     const r = relay
+    started.push(() => r.close())
     live.onLocalChange((change) => r.publish(change))
   }
   const services: Services = {
@@ -168,11 +169,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
         }),
     })
   } catch (error) {
-    await printerNode.stop().catch(() => undefined)
-    await relay?.close()
-    await mqtt.close().catch(() => undefined)
-    await db.close().catch(() => undefined)
-    stopProcessMetrics()
+    await undo()
     throw error
   }
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
