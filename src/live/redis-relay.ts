@@ -21,6 +21,9 @@ import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import type { LiveChange, LiveHub } from './hub.js'
 
+/** How long a start waits for Redis before it fails. */
+const connectTimeoutMs = 5_000
+
 interface Envelope {
   /** The publishing node: a node ignores its own messages (its hub has them already). */
   n: string
@@ -61,8 +64,20 @@ export class RedisRelay {
 
   static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
     const relay = new RedisRelay(url, schema, hub, logger, metrics)
-    await Promise.all([relay.#pub.connect(), relay.#sub.connect()])
-    await relay.#sub.subscribe(relay.#channel)
+    // ioredis retries a refused connection forever: a start that waited on it would never end.
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${connectTimeoutMs} ms`)), connectTimeoutMs)
+    })
+    try {
+      await Promise.race([Promise.all([relay.#pub.connect(), relay.#sub.connect()]).then(() => relay.#sub.subscribe(relay.#channel)), deadline])
+    } catch (error) {
+      relay.#pub.disconnect()
+      relay.#sub.disconnect()
+      throw error
+    } finally {
+      clearTimeout(timer)
+    }
     return relay
   }
 

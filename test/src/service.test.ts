@@ -179,3 +179,17 @@ t.test('embedded - the MQTT broker and the service meet on a specific HOST, not 
   t.equal(svc.services.mqtt.client.connected, true)
   t.equal((await request(`http://127.0.0.2:${svc.port}`, '/readyz')).json.checks.broker.ok, true)
 })
+
+t.test('start - REDIS_URL naming a Redis that does not answer is a start-up error naming the variable, and nothing is left running', async (t) => {
+  const { logger } = captureLogger()
+  const env = testEnv(t, { REDIS_URL: 'redis://127.0.0.1:1' })
+  const error = await startService(loadConfig(env), { logger }).then(
+    (svc) => svc.stop().then(() => undefined),
+    (e: unknown) => e,
+  )
+  t.match((error as Error).message, /REDIS_URL is set but Redis did not answer/)
+  // Everything the failed start opened was closed: the same store and data directory start cleanly.
+  const next = await startService(loadConfig({ ...env, REDIS_URL: undefined }), { logger })
+  t.teardown(() => next.stop())
+  t.equal((await request(next.url, '/readyz')).status, 200)
+})
