@@ -186,6 +186,55 @@ export const errorCodes = {
     status: 400,
     description: 'A signal-profile or display request has an unknown or invalid field (the message names it), or a draft breaks a compiler rule.',
   },
+  signal_profile_not_found: {
+    status: 404,
+    description: 'No such signal profile in this organization.',
+  },
+  signal_profile_revision_not_found: {
+    status: 404,
+    description: 'No such published signal-profile revision in this organization.',
+  },
+  signal_profile_target_not_found: {
+    status: 404,
+    description: 'The display has no signal-profile activation in its current binding yet: assign one with POST /v1/mqtt/displays/{id}/profile.',
+  },
+  display_not_found: {
+    status: 404,
+    description: 'No such status display in this organization.',
+  },
+  signal_profile_revision_conflict: {
+    status: 409,
+    description: 'expectedRevision is not the current draftRevision: someone changed the profile since you read it. Read it again and redo the change.',
+  },
+  signal_profile_archived: {
+    status: 409,
+    description: 'The profile is archived: unarchive it (PATCH archived false) before saving its draft or publishing.',
+  },
+  display_binding_epoch_conflict: {
+    status: 409,
+    description: 'expectedBindingEpoch is not the display\'s current binding epoch: it was rebound since you read it. Read the display again.',
+  },
+  signal_profile_activation_conflict: {
+    status: 409,
+    description: 'expectedActivationGeneration is not the display\'s current activation generation: another assignment came first. Read the target again.',
+  },
+  signal_profile_capability_missing: {
+    status: 409,
+    description: 'The display has not advertised the signal_profile capability in this binding (its firmware keeps its built-in patterns); nothing was published.',
+  },
+  signal_profile_capability_insufficient: {
+    status: 409,
+    description: 'The revision needs more than the display advertised (decoded size, phases, white output or CCT); the message names the limit. Nothing was published.',
+  },
+  signal_profile_target_healthy: {
+    status: 409,
+    description: 'Retry asked for a target with no recorded error: delivery is already going on (or done).',
+  },
+  MQTT_DISPLAY_NOT_CONFIGURED: {
+    status: 503,
+    description:
+      'Displays cannot be served: the MQTT broker has no way for the service to manage display credentials (see the README, "Status displays"), or the display store is unavailable.',
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',

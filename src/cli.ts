@@ -11,6 +11,7 @@ import { openDatabase } from './storage/database.js'
 import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
 import { serviceVersion } from './version.js'
+import { runDisplaySim } from './displays/simulator-cli.js'
 
 const usage = `printfarm ${serviceVersion}: backend for 3D print farms
 
@@ -20,6 +21,7 @@ commands:
   serve      run the service (default); configured by environment variables, see README
   migrate    apply pending database migrations and exit
   routes     print every route with who may call it and the API key scope it needs
+  display-sim  run a simulated status display against a broker (see README, "Status displays")
   version    print the version
   help       print this text
 `
@@ -38,6 +40,7 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(renderRouteTable(allRoutes()) + '\n')
     return 0
   }
+  if (command === 'display-sim') return runDisplaySim(argv.slice(1))
   if (command !== 'serve' && command !== 'migrate') {
     process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)
     return 2

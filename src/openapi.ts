@@ -34,7 +34,10 @@ function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
     if (route.auth.admin === true) codes.push('ORG_ADMIN_REQUIRED')
   }
   codes.push('internal_error')
-  return codes
+  const own = route.invalidRequestCode
+  if (own === undefined) return codes
+  const faults: readonly ErrorCode[] = ['validation_failed', 'invalid_json', 'body_required']
+  return [...new Set(codes.map((code) => (faults.includes(code) ? own : code)))]
 }
 
 /** SPEC part 5: sessions carry a bearer JWT; organization routes also take an API key with the route's scope. */

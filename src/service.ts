@@ -35,6 +35,11 @@ import { createLiveFeed } from './live/index.js'
 import { RedisRelay } from './live/redis-relay.js'
 import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
+import { signalProfileRoutes } from './routes/signal-profiles.js'
+import { displayRoutes } from './routes/displays.js'
+import { DisplayStore } from './displays/display-store.js'
+import { ProfileStore } from './displays/profile-store.js'
+import { startDisplayNode, type DisplayNode } from './displays/index.js'
 
 export interface RunningService {
   readonly port: number
@@ -59,7 +64,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
@@ -80,6 +85,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
   let sealedBox: SealedBox
   let bootstrap: RunningService['bootstrap']
   let printerNode: PrinterNode
+  let displayNode: DisplayNode
+  const displayStore = new DisplayStore(db.sql)
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
     state.migrationsVersion = result.version
@@ -88,8 +95,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
     printerNode = await startPrinterNode(db, config, metrics, logger)
     started.push(() => printerNode.stop())
-    mqtt = await connectMqtt(config, logger)
+    mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
     started.push(() => mqtt.close())
+    displayNode = await startDisplayNode({ db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics })
+    started.push(() => displayNode.stop())
   } catch (error) {
     await undo()
     throw error
@@ -133,6 +142,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
     printerConfig: new PrinterConfigStore(db, sealedBox, logger),
     printers: printerNode.runtime,
     live,
+    profiles: new ProfileStore(db.sql),
+    displays: displayNode,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
@@ -184,6 +195,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
         live.close()
         await http.close(config.shutdownTimeoutMs)
         // Actors finish their messages and the group commit writes its last flush before the store closes.
+        await displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
         await printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
         await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
         await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))

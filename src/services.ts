@@ -14,6 +14,8 @@ import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import type { PrinterConfigStore } from './printers/config-store.js'
 import type { PrinterRuntime } from '../actors/printer-runtime.js'
 import type { LiveFeed } from './live/index.js'
+import type { ProfileStore } from './displays/profile-store.js'
+import type { DisplayNode } from './displays/index.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -33,6 +35,10 @@ export interface Services {
   readonly printers: PrinterRuntime
   /** The live feed of this node (WebSocket /v1/live). */
   readonly live: LiveFeed
+  /** Signal profiles and revisions (SPEC group L). */
+  readonly profiles: ProfileStore
+  /** Status displays: store, actors, MQTT gateway, status feed. */
+  readonly displays: DisplayNode
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

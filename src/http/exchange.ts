@@ -6,7 +6,7 @@
  * After an abort, or once the response ended, `res` is never touched again
  * (DESIGN section 7): every write goes through `send`, which checks both.
  */
-import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCodeInfo } from '../../protocol/errors.js'
+import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCode, type ErrorCodeInfo } from '../../protocol/errors.js'
 import type { Logger } from '../log.js'
 import { translateStoreError } from '../storage/errors.js'
 import { RequestAborted, type RequestLifecycle } from './body.js'
@@ -45,6 +45,8 @@ export class Exchange implements RequestLifecycle {
   errorOnly = false
   /** Error bodies carry `code` too (printer-event routes). */
   errorCoded = false
+  /** The route's own code for request faults (Route.invalidRequestCode). */
+  invalidRequestCode: ErrorCode | undefined
   /** Set when the caller authenticated with an API key (for its usage log). */
   apiKeyId: string | undefined = undefined
   aborted = false
@@ -124,7 +126,10 @@ export class Exchange implements RequestLifecycle {
   /** Maps anything thrown to a coded JSON error; never lets a cause leak to the client. */
   sendError(error: unknown, closeAfter: boolean): void {
     if (error instanceof RequestAborted || this.aborted || this.done) return
-    const coded = error instanceof ServiceError ? error : translateStoreError(error)
+    let coded = error instanceof ServiceError ? error : translateStoreError(error)
+    if (coded !== undefined && this.invalidRequestCode !== undefined && requestFaults.has(coded.code)) {
+      coded = new ServiceError(this.invalidRequestCode, coded.message, { extra: coded.extra ?? {}, headers: coded.headers ?? {} })
+    }
     if (coded === undefined) {
       this.host.logger.error('request failed', { requestId: this.requestId, route: this.label, method: this.method, error })
       const body = this.errorOnly
@@ -159,4 +164,6 @@ export class Exchange implements RequestLifecycle {
 }
 
 const noHeaders: readonly [string, string][] = []
+/** Refusals of what the request says (not of who sends it) that a route may answer with its own code. */
+const requestFaults: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['validation_failed', 'invalid_json', 'body_required'])
 const errorOnlyStatuses = new Set([400, 404, 500])

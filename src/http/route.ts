@@ -86,6 +86,13 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
    * printer-event routes (SPEC part 4 group H) add `code` (= `error`).
    */
   readonly errorBody?: 'error-only' | 'coded'
+  /**
+   * The code of a 400 for a body, query or path the route cannot use (unknown
+   * or invalid fields, unreadable JSON, no body). SPEC group L answers all of
+   * them with MQTT_DISPLAY_REQUEST_INVALID; other routes use validation_failed,
+   * invalid_json and body_required.
+   */
+  readonly invalidRequestCode?: ErrorCode
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /** Coded errors the handler itself may throw; framing errors are added for every route. */
   readonly errors?: readonly ErrorCode[]

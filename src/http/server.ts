@@ -176,6 +176,7 @@ export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<H
     exchange.label = route.path
     exchange.errorOnly = route.errorBody === 'error-only'
     exchange.errorCoded = route.errorBody === 'coded'
+    exchange.invalidRequestCode = route.invalidRequestCode
 
     let bodyRead = !hasBody
     const onError = (error: unknown): void => {

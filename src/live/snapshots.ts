@@ -49,6 +49,16 @@ export class Snapshots {
     return row === undefined ? undefined : { printer: live(row, Date.now()) }
   }
 
+  /** The display status of each of these printers of one organization (a status display's pixels). */
+  async statuses(organizationId: string, printerIds: readonly string[]): Promise<Map<string, PrinterLive['status']>> {
+    if (printerIds.length === 0) return new Map()
+    const rows = await this.#db.sql<Row[]>`
+      select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
+      where p.organization_id = ${organizationId} and p.id = any(${printerIds as string[]}::uuid[])`
+    const now = Date.now()
+    return new Map(rows.map((r) => [r.id, live(r, now).status]))
+  }
+
   async jobs(organizationId: string): Promise<{ jobs: LiveJob[] }> {
     const rows = await this.#db.sql<{ id: number; printer_id: string | null; name: string | null; state: PrinterJob['state']; progress: number | null; started_at_ms: number | null; ended_at_ms: number | null }[]>`
       select id, printer_id, name, state, progress, started_at_ms, ended_at_ms from print_jobs

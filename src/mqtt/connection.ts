@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto'
 import type { Config } from '../config.js'
 import { redact } from '../config.js'
 import type { Logger } from '../log.js'
-import { startEmbeddedBroker, type EmbeddedBroker } from './embedded-broker.js'
+import { startEmbeddedBroker, type EmbeddedBroker, type EmbeddedBrokerOptions } from './embedded-broker.js'
 
 export interface MqttConnection {
   readonly client: MqttClient
@@ -25,14 +25,14 @@ export class BrokerUnreachable extends Error {
 
 const connectTimeoutMs = 10_000
 
-export async function connectMqtt(config: Config, logger: Logger): Promise<MqttConnection> {
+export async function connectMqtt(config: Config, logger: Logger, brokerOptions: EmbeddedBrokerOptions = {}): Promise<MqttConnection> {
   let broker: EmbeddedBroker | undefined
   let url: string
   let credentials: { username?: string; password?: string } = {}
   if (config.mqttUrl !== undefined) {
     url = config.mqttUrl
   } else {
-    broker = await startEmbeddedBroker(config.host, config.mqttPort, logger)
+    broker = await startEmbeddedBroker(config.host, config.mqttPort, logger, brokerOptions)
     // A wildcard listens on loopback too; a specific address only on itself.
     const host = broker.host === '0.0.0.0' ? '127.0.0.1' : broker.host === '::' ? '::1' : broker.host
     url = `mqtt://${host.includes(':') ? `[${host}]` : host}:${broker.port}`

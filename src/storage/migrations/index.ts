@@ -8,6 +8,7 @@ import { accounts } from './0002-accounts.js'
 import { apiKeys } from './0003-api-keys.js'
 import { printers } from './0004-printers.js'
 import { printerEvents } from './0005-printer-events.js'
+import { displays } from './0006-displays.js'
 
 export interface Migration {
   readonly version: number
@@ -15,4 +16,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays]

@@ -34,14 +34,16 @@ t.test('embedded broker - only the service itself may connect', async (t) => {
   t.same(ready.json.checks.broker, { ok: true, kind: 'embedded' })
 })
 
-t.test('embedded broker - messages published by the service arrive through it', async (t) => {
+t.test('embedded broker - messages the service publishes under the display tree arrive through it', async (t) => {
   const svc = await startTestService(t, { MQTT_URL: undefined })
   const broker = svc.services.mqtt.broker!
   const listener = await connectAsync(`mqtt://127.0.0.1:${broker.port}`, { ...broker.serviceCredentials, protocolVersion: 4, clientId: 'listener' }, false)
   t.teardown(() => listener.endAsync())
-  await listener.subscribeAsync('svc/v1/probe', { qos: 1 })
+  // The service's own login may publish only under svc/v1/{organizationId}/display/ (SPEC part 5).
+  const topic = 'svc/v1/00000000-0000-4000-8000-000000000000/display/probe'
+  await listener.subscribeAsync(topic, { qos: 1 })
   const received = new Promise<string>((resolve) => listener.once('message', (_topic, payload) => resolve(payload.toString())))
-  await svc.services.mqtt.client.publishAsync('svc/v1/probe', 'hello', { qos: 1 })
+  await svc.services.mqtt.client.publishAsync(topic, 'hello', { qos: 1 })
   t.equal(await received, 'hello')
 })
 

@@ -1,0 +1,63 @@
+/**
+ * What the display actors need from the durable store (DESIGN section 6:
+ * PostgreSQL holds the domain state; the actor is a cache plus the single
+ * writer). src/displays implements it over PostgreSQL.
+ */
+import type { ActivationIdentity } from '../machines/display-activation.js'
+
+export interface ReceiptSession {
+  id: string
+  generation: number
+  sequence: number
+}
+
+/** A display's binding and activation target, as stored. */
+export interface StoredActivation {
+  displayId: string
+  organizationId: string
+  bindingEpoch: number
+  credentialId: string
+  /** The binding's current generation (0 before the first assignment). */
+  generation: number
+  desired: ActivationIdentity | null
+  /** The compiled bytes of the desired revision (what the envelope carries). */
+  payload: { data: string; byteLength: number } | null
+  applied: ActivationIdentity | null
+  errorCode: string | null
+  publishError: string | null
+  publishAttempts: number
+  session: ReceiptSession | null
+  updatedAt: Date
+}
+
+export interface AssignRequest {
+  organizationId: string
+  revisionId: string
+  expectedBindingEpoch: number
+  expectedActivationGeneration: number
+}
+
+export interface ActivationProgress {
+  applied: ActivationIdentity | null
+  errorCode: string | null
+  publishError: string | null
+  publishAttempts: number
+  session: ReceiptSession | null
+}
+
+export interface DisplayPersistence {
+  load(displayId: string): Promise<StoredActivation | undefined>
+  /**
+   * Checks the fences and the capability, then writes the next generation;
+   * throws the coded refusal (display_not_found, signal_profile_revision_not_found,
+   * display_binding_epoch_conflict, signal_profile_activation_conflict,
+   * signal_profile_capability_missing / _insufficient).
+   */
+  assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
+  /** Writes what receipts and publications changed; false when the binding or generation moved on (nothing written). */
+  saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress): Promise<StoredActivation | undefined>
+  /** A new binding epoch and credential; the old credential is revoked and the target cleared. */
+  rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
+  /** Displays with a desired activation (what a restarted node publishes again). */
+  targets(): Promise<string[]>
+}

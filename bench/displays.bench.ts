@@ -1,0 +1,231 @@
+/**
+ * Status displays (issue 6): 1,000 simulated displays (src/displays/simulator.ts,
+ * every device rule: verify bytes and hash, durable fence, receipts) on the
+ * service's embedded broker, real PostgreSQL underneath.
+ *
+ * Figures, per round of one assignment to every display (round 1: generation
+ * 1; round 2: a second revision at generation 2):
+ * - activations_per_s: assignments made (POST, 32 in flight) until the
+ *   service reports every target device_applied (GET profile-targets, polled
+ *   every 250 ms, so the end is known to within 250 ms);
+ * - assign_to_device_ms p50/p99: from sending the POST to the device's applied
+ *   receipt leaving it (the service marks device_applied when that receipt
+ *   arrives, one broker hop later).
+ *
+ * The limit, in the same run: the same 1,000 MQTT connections on a bare aedes
+ * broker in its own process; a controller publishes a retained QoS 1 message
+ * of the envelope's size to each display's topic (32 in flight), and each
+ * display answers with a receipt-sized QoS 1 message: round trips/s and the
+ * publish-to-answer latency. That is the broker's own cost of one activation
+ * without the service (no HTTP, no store, no verification).
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { Agent, request as httpRequest } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { connectAsync, type MqttClient } from 'mqtt'
+import postgres from 'postgres'
+import { emit, freePort, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
+import { DisplaySimulator } from '../src/displays/simulator.js'
+
+const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+const displayCount = Number(process.env['BENCH_DISPLAYS'] ?? 1000)
+const inFlight = 32
+const schema = `bench_${randomBytes(5).toString('hex')}`
+const admin = { email: 'bench@printfarm.local', password: 'bench-password-123' }
+const round = (n: number, d = 0): number => Math.round(n * 10 ** d) / 10 ** d
+const pct = (values: number[], q: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 64 })
+function call(port: number, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<{ status: number; body: string }> {
+  const text = body === undefined ? undefined : JSON.stringify(body)
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers: text === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) } }, (res) => {
+      let out = ''
+      res.on('data', (c: Buffer) => (out += c.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: out }))
+    })
+    req.on('error', reject)
+    req.end(text)
+  })
+}
+async function json(r: Promise<{ status: number; body: string }>, expect = 200): Promise<any> {
+  const reply = await r
+  if (reply.status !== expect) throw new Error(`unexpected ${reply.status}: ${reply.body}`)
+  return JSON.parse(reply.body)
+}
+
+/** Runs `fn(i)` for i in 0..n-1 with `width` in flight. */
+async function pool(n: number, width: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < n) await fn(next++)
+  }))
+}
+
+async function measureService() {
+  const port = await freePort()
+  const mqttPort = await freePort()
+  const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
+  const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+    PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', MQTT_PORT: String(mqttPort), MQTT_URL: undefined, REDIS_URL: undefined,
+    DATABASE_URL: databaseUrl, DATABASE_SCHEMA: schema, PRINTFARM_ADMIN_EMAIL: admin.email, PRINTFARM_ADMIN_PASSWORD: admin.password,
+  })
+  const sims: DisplaySimulator[] = []
+  try {
+    await waitForHttp(port, '/readyz')
+    const session = await json(call(port, 'POST', '/v1/auth/login', {}, admin))
+    const auth = { authorization: `Bearer ${session.access_token}` }
+    const orgId: string = (await json(call(port, 'GET', '/v1/me', auth))).organizations[0].id
+    const h = { ...auth, 'x-organization-id': orgId }
+    const printers: string[] = []
+    for (let n = 0; n < 10; n++) printers.push((await json(call(port, 'POST', '/v1/printer-config', h, { name: `P${n}`, ip_address: '10.0.0.1', host_id: 'host-a' }))).id)
+    const revisions: { id: string; sha256: string }[] = []
+    for (const name of ['A', 'B']) {
+      const profile = await json(call(port, 'POST', '/v1/mqtt/profiles', h, { name }), 201)
+      const draft = { ...profile.draft, brightnessCap: name === 'A' ? 200 : 120 }
+      const saved = await json(call(port, 'PUT', `/v1/mqtt/profiles/${profile.id}/draft`, h, { draft, expectedRevision: 1 }))
+      revisions.push(await json(call(port, 'POST', `/v1/mqtt/profiles/${profile.id}/publish`, h, { expectedRevision: saved.draftRevision })))
+    }
+    const displays: any[] = new Array(displayCount)
+    await pool(displayCount, 16, async (i) => {
+      displays[i] = await json(call(port, 'POST', '/v1/mqtt/displays', h, { name: `D${i}`, pixels: printers }), 201)
+    })
+    await pool(displayCount, 50, async (i) => {
+      const d = displays[i]
+      sims[i] = await DisplaySimulator.connect({
+        url: `mqtt://127.0.0.1:${mqttPort}`, organizationId: orgId, displayId: d.id, bindingEpoch: 1,
+        credentialId: d.credential.credentialId, username: d.credential.username, password: d.credential.password,
+      })
+    })
+    for (;;) {
+      const listed: any[] = await json(call(port, 'GET', '/v1/mqtt/displays', h))
+      if (listed.filter((d) => d.capabilitiesReportedAt !== null).length === displayCount) break
+      await new Promise((r) => setTimeout(r, 250))
+    }
+    const rounds = []
+    for (const [index, revision] of revisions.entries()) {
+      const generation = index + 1
+      const started = new Array<number>(displayCount)
+      const applied = new Array<number>(displayCount)
+      sims.forEach((sim, i) => {
+        void sim.waitFor(() => sim.active?.activation_generation === generation, 600_000, 'applied').then(() => (applied[i] = performance.now()))
+      })
+      const cpu0 = cpuSeconds(child.pid!)
+      const t0 = performance.now()
+      let errors = 0
+      await pool(displayCount, inFlight, async (i) => {
+        started[i] = performance.now()
+        const r = await call(port, 'POST', `/v1/mqtt/displays/${displays[i].id}/profile`, h, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: generation - 1 })
+        if (r.status !== 200) errors++
+      })
+      const assignedSeconds = (performance.now() - t0) / 1000
+      let done = 0
+      for (;;) {
+        const targets: any[] = await json(call(port, 'GET', '/v1/mqtt/profile-targets', h))
+        done = targets.filter((t) => t.status === 'device_applied' && t.desired.activation_generation === generation).length
+        if (done === displayCount || performance.now() - t0 > 300_000) break
+        await new Promise((r) => setTimeout(r, 250))
+      }
+      const seconds = (performance.now() - t0) / 1000
+      const latencies = applied.map((at, i) => at - started[i]!).filter((v) => Number.isFinite(v))
+      rounds.push({ generation, seconds, assignedSeconds, done, errors, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), serverCpu: (cpuSeconds(child.pid!) - cpu0) / seconds })
+    }
+    const envelopeBytes = Buffer.byteLength(JSON.stringify(sims[0]!.envelopes.at(-1)))
+    const receiptBytes = Buffer.byteLength(JSON.stringify(sims[0]!.receipts.at(-1)))
+    return { rounds, envelopeBytes, receiptBytes }
+  } finally {
+    await Promise.all(sims.filter(Boolean).map((s) => s.close()))
+    await stopProcess(child)
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+async function measureBare(envelopeBytes: number, receiptBytes: number) {
+  const port = await freePort()
+  const child = startProcess([fileURLToPath(new URL('./support/aedes-open.js', import.meta.url)), String(port)], {})
+  const devices: MqttClient[] = []
+  try {
+    const url = `mqtt://127.0.0.1:${port}`
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await (await connectAsync(url, { protocolVersion: 4, reconnectPeriod: 0 })).endAsync()
+        break
+      } catch (error) {
+        if (attempt > 100) throw error
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    }
+    const answer = 'r'.repeat(receiptBytes)
+    await pool(displayCount, 50, async (i) => {
+      const c = await connectAsync(url, { protocolVersion: 4, reconnectPeriod: 0, clean: true })
+      c.on('message', (_topic, payload) => void c.publishAsync(`d/${i}/status`, payload.subarray(0, 24).toString() + answer.slice(24), { qos: 1 }))
+      await c.subscribeAsync(`d/${i}/config`, { qos: 1 })
+      devices[i] = c
+    })
+    const controller = await connectAsync(url, { protocolVersion: 4, reconnectPeriod: 0 })
+    const waiting = new Map<string, () => void>()
+    controller.on('message', (_topic, payload) => waiting.get(payload.subarray(0, 24).toString())?.())
+    await controller.subscribeAsync('d/+/status', { qos: 1 })
+    const body = 'e'.repeat(envelopeBytes)
+    const cpu0 = cpuSeconds(child.pid!)
+    const latencies: number[] = []
+    const t0 = performance.now()
+    await pool(displayCount, inFlight, async (i) => {
+      const tag = `${String(i).padStart(8, '0')}${randomBytes(8).toString('hex')}`
+      const start = performance.now()
+      await new Promise<void>((resolve) => {
+        waiting.set(tag, resolve)
+        void controller.publishAsync(`d/${i}/config`, tag + body.slice(24), { qos: 1, retain: true })
+      })
+      waiting.delete(tag)
+      latencies.push(performance.now() - start)
+    })
+    const seconds = (performance.now() - t0) / 1000
+    await controller.endAsync()
+    return { seconds, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), brokerCpu: (cpuSeconds(child.pid!) - cpu0) / seconds }
+  } finally {
+    await Promise.all(devices.filter(Boolean).map((d) => d.endAsync(true).catch(() => undefined)))
+    await stopProcess(child)
+  }
+}
+
+const setup = postgres(databaseUrl, { max: 1, onnotice: () => undefined })
+try {
+  await setup`select 1`
+} catch (error) {
+  emit({ bench: 'displays', skipped: `PostgreSQL not reachable: ${(error as Error).message}` })
+  await setup.end()
+  process.exit(0)
+}
+try {
+  const service = await measureService()
+  const bare = await measureBare(service.envelopeBytes, service.receiptBytes)
+  for (const r of service.rounds) {
+    emit({
+      bench: 'displays',
+      server: 'service',
+      displays: displayCount,
+      generation: r.generation,
+      activations_per_s: round(displayCount / r.seconds, 1),
+      all_assigned_s: round(r.assignedSeconds, 2),
+      all_device_applied_s: round(r.seconds, 2),
+      device_applied: r.done,
+      assign_to_device_ms_p50: round(r.p50, 1),
+      assign_to_device_ms_p99: round(r.p99, 1),
+      server_cpu: round(r.serverCpu, 2),
+      errors: r.errors,
+    })
+  }
+  emit({ bench: 'displays', server: 'bare-aedes-round-trip', displays: displayCount, round_trips_per_s: round(displayCount / bare.seconds, 1), latency_ms_p50: round(bare.p50, 1), latency_ms_p99: round(bare.p99, 1), broker_cpu: round(bare.brokerCpu, 2), envelope_bytes: service.envelopeBytes, receipt_bytes: service.receiptBytes })
+  const best = service.rounds.reduce((a, b) => (a.seconds < b.seconds ? a : b))
+  emit({ bench: 'displays', figure: 'service/bare', activations_ratio: round(displayCount / best.seconds / (displayCount / bare.seconds), 3), p99_ratio: round(best.p99 / bare.p99, 2) })
+} finally {
+  await setup`drop schema if exists ${setup(schema)} cascade`.catch(() => undefined)
+  await setup.end()
+}

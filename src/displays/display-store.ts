@@ -1,0 +1,337 @@
+/**
+ * Status displays in the store (DESIGN section 10): registration, pixels,
+ * bindings and credentials, advertised capabilities, and the activation
+ * target that the display actors persist (actors/display-persistence.ts).
+ *
+ * Every target write is conditional on the binding epoch and the generation
+ * the writer read, in the statement itself: a writer that lost a race
+ * changes nothing.
+ */
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
+import type { Sql, TransactionSql } from 'postgres'
+import { baseTopic, configTopic, credentialTopic, feedTopic, type SignalProfileCapability } from '../../protocol/display-mqtt.js'
+import { ServiceError } from '../../protocol/errors.js'
+import type { DesiredActivation, DisplayView } from '../../protocol/schemas/signal-profiles.js'
+import type { CapabilityRequirements } from '../../protocol/signal-profile/compiler.js'
+import type { ActivationProgress, AssignRequest, DisplayPersistence, ReceiptSession, StoredActivation } from '../../actors/display-persistence.js'
+import type { ActivationIdentity } from '../../machines/display-activation.js'
+
+interface DisplayRow {
+  id: string
+  organization_id: string
+  name: string
+  pixels: string[]
+  binding_epoch: number
+  capabilities: SignalProfileCapability | null
+  capabilities_at: Date | null
+  activation_generation: number
+  desired_revision_id: string | null
+  desired_sha256: string | null
+  applied: ActivationIdentity | null
+  error_code: string | null
+  publish_error: string | null
+  publish_attempts: number
+  receipt_session: ReceiptSession | null
+  activation_updated_at: Date | null
+  created_at: Date
+  updated_at: Date
+  credential_id: string
+  username: string
+  payload_data: string | null
+  payload_length: number | null
+}
+
+/** The columns of a display with its current credential and the desired revision's bytes. */
+const selectDisplay = `
+  select d.*, c.id as credential_id, c.username, r.data as payload_data, r.byte_length as payload_length
+  from displays d
+  join display_credentials c on c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
+  left join signal_profile_revisions r on r.id = d.desired_revision_id`
+
+export interface DisplayCredentialIdentity {
+  organizationId: string
+  displayId: string
+  bindingEpoch: number
+  credentialId: string
+}
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
+export const displayUsername = (credentialId: string): string => `display-${credentialId}`
+
+function newCredential(): { id: string; username: string; password: string; hash: Buffer } {
+  const id = randomUUID()
+  const password = randomBytes(32).toString('base64url')
+  return { id, username: displayUsername(id), password, hash: sha256(password) }
+}
+
+function stored(row: DisplayRow): StoredActivation {
+  const desired =
+    row.desired_revision_id === null || row.desired_sha256 === null
+      ? null
+      : { activation_generation: row.activation_generation, profile_revision_id: row.desired_revision_id, sha256: row.desired_sha256 }
+  return {
+    displayId: row.id,
+    organizationId: row.organization_id,
+    bindingEpoch: row.binding_epoch,
+    credentialId: row.credential_id,
+    generation: row.activation_generation,
+    desired,
+    payload: row.payload_data === null || row.payload_length === null ? null : { data: row.payload_data, byteLength: row.payload_length },
+    applied: row.applied,
+    errorCode: row.error_code,
+    publishError: row.publish_error,
+    publishAttempts: row.publish_attempts,
+    session: row.receipt_session,
+    updatedAt: row.activation_updated_at ?? row.updated_at,
+  }
+}
+
+const sameIdentity = (a: ActivationIdentity | null, b: ActivationIdentity | null): boolean =>
+  a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256
+
+/** The target as the API shows it (SPEC part 2, DesiredSignalProfileActivation); errored = publish_failed. */
+export function activationView(s: StoredActivation): DesiredActivation {
+  if (s.desired === null) throw new ServiceError('signal_profile_target_not_found', 'nothing is assigned to this display in its current binding')
+  const errorCode = s.errorCode ?? (s.publishError !== null ? 'publish_failed' : null)
+  return {
+    displayId: s.displayId,
+    bindingEpoch: s.bindingEpoch,
+    desired: s.desired,
+    applied: s.applied,
+    status: s.errorCode !== null ? 'rejected' : sameIdentity(s.applied, s.desired) ? 'device_applied' : 'sync_pending',
+    errorCode,
+    updatedAt: s.updatedAt.toISOString(),
+  }
+}
+
+function view(row: DisplayRow): DisplayView {
+  const address = { organizationId: row.organization_id, displayId: row.id, bindingEpoch: row.binding_epoch }
+  return {
+    id: row.id,
+    name: row.name,
+    pixels: row.pixels,
+    bindingEpoch: row.binding_epoch,
+    credentialId: row.credential_id,
+    username: row.username,
+    capabilities: row.capabilities,
+    capabilitiesReportedAt: row.capabilities_at?.toISOString() ?? null,
+    activationGeneration: row.activation_generation,
+    topics: {
+      base: baseTopic(address),
+      profileConfig: configTopic(address),
+      statusFeed: feedTopic(address),
+      receipts: credentialTopic(address, row.credential_id, 'receipt'),
+      capabilities: credentialTopic(address, row.credential_id, 'capabilities'),
+      health: credentialTopic(address, row.credential_id, 'health'),
+      resync: credentialTopic(address, row.credential_id, 'resync'),
+    },
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  }
+}
+
+/** SPEC group L rule 3: what the revision needs against what the controller advertised. */
+export function capabilityShortfall(requirements: CapabilityRequirements, capability: SignalProfileCapability): string | undefined {
+  if (capability.format_version !== 1) return `the display speaks format_version ${capability.format_version}, the revision is format 1`
+  if (requirements.decodedBytes > capability.max_decoded_bytes) return `the revision is ${requirements.decodedBytes} bytes, the display takes at most ${capability.max_decoded_bytes}`
+  if (requirements.maxPhases > capability.max_phases) return `the revision has a pattern of ${requirements.maxPhases} phases, the display runs at most ${capability.max_phases}`
+  if (requirements.usesWhite && !capability.supports_white_output) return 'the revision uses white output, which the display does not support'
+  if (requirements.usesCct && !capability.supports_cct) return 'the revision uses CCT, which the display does not support'
+  return undefined
+}
+
+export class DisplayStore implements DisplayPersistence {
+  readonly #sql: Sql
+
+  constructor(sql: Sql) {
+    this.#sql = sql
+  }
+
+  async list(organizationId: string): Promise<DisplayView[]> {
+    const rows = await this.#sql<DisplayRow[]>`${this.#sql.unsafe(selectDisplay)} where d.organization_id = ${organizationId} order by d.created_at, d.id`
+    return rows.map(view)
+  }
+
+  async get(organizationId: string, id: string): Promise<DisplayView> {
+    const row = await this.#row(this.#sql, id)
+    if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
+    return view(row)
+  }
+
+  async create(organizationId: string, name: string, pixels: readonly string[]): Promise<{ display: DisplayView; password: string }> {
+    const id = randomUUID()
+    const credential = newCredential()
+    const display = await this.#sql.begin(async (tx) => {
+      await checkPixels(tx, organizationId, pixels)
+      await tx`insert into displays (id, organization_id, name, pixels) values (${id}, ${organizationId}, ${name}, ${pixels as string[]}::uuid[])`
+      await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${id}, 1, ${credential.username}, ${credential.hash})`
+      return view((await this.#row(tx, id))!)
+    })
+    return { display, password: credential.password }
+  }
+
+  async patch(organizationId: string, id: string, change: { name?: string | undefined; pixels?: readonly string[] | undefined }): Promise<DisplayView> {
+    if (change.name === undefined && change.pixels === undefined) throw new ServiceError('MQTT_DISPLAY_REQUEST_INVALID', 'body must change name or pixels (or both)')
+    return this.#sql.begin(async (tx) => {
+      if (change.pixels !== undefined) await checkPixels(tx, organizationId, change.pixels)
+      const updated = await tx`
+        update displays set
+          name = coalesce(${change.name ?? null}::text, name),
+          pixels = coalesce(${change.pixels === undefined ? null : (change.pixels as string[])}::uuid[], pixels),
+          updated_at = now()
+        where id = ${id} and organization_id = ${organizationId} returning id`
+      if (updated.length === 0) throw displayNotFound()
+      return view((await this.#row(tx, id))!)
+    })
+  }
+
+  async remove(organizationId: string, id: string): Promise<StoredActivation> {
+    return this.#sql.begin(async (tx) => {
+      const row = await this.#row(tx, id, true)
+      if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
+      await tx`delete from displays where id = ${id}`
+      return stored(row)
+    })
+  }
+
+  async targetsOf(organizationId: string): Promise<DesiredActivation[]> {
+    const rows = await this.#sql<DisplayRow[]>`
+      ${this.#sql.unsafe(selectDisplay)} where d.organization_id = ${organizationId} and d.desired_revision_id is not null order by d.created_at, d.id`
+    return rows.map((r) => activationView(stored(r)))
+  }
+
+  async target(organizationId: string, id: string): Promise<DesiredActivation> {
+    const row = await this.#row(this.#sql, id)
+    if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
+    return activationView(stored(row))
+  }
+
+  /** The pixels of a display, for its status feed. */
+  async pixelsOf(displayId: string): Promise<{ address: { organizationId: string; displayId: string; bindingEpoch: number }; pixels: string[] } | undefined> {
+    const [row] = await this.#sql<{ organization_id: string; binding_epoch: number; pixels: string[] }[]>`
+      select organization_id, binding_epoch, pixels from displays where id = ${displayId}`
+    return row && { address: { organizationId: row.organization_id, displayId, bindingEpoch: row.binding_epoch }, pixels: row.pixels }
+  }
+
+  /** Every display with its pixels (the status feed's map from printers to displays). */
+  async allPixels(): Promise<{ displayId: string; pixels: string[] }[]> {
+    const rows = await this.#sql<{ id: string; pixels: string[] }[]>`select id, pixels from displays`
+    return rows.map((r) => ({ displayId: r.id, pixels: r.pixels }))
+  }
+
+  /**
+   * The broker's check of a display's MQTT login: a current, unrevoked
+   * credential of the display's current binding, the password compared in
+   * constant time. Unknown user names cost the same hash as known ones.
+   */
+  async verifyCredential(username: string, password: Buffer): Promise<DisplayCredentialIdentity | undefined> {
+    const [row] = await this.#sql<{ id: string; display_id: string; binding_epoch: number; secret_hash: Buffer; organization_id: string; current_epoch: number }[]>`
+      select c.id, c.display_id, c.binding_epoch, c.secret_hash, d.organization_id, d.binding_epoch as current_epoch
+      from display_credentials c join displays d on d.id = c.display_id
+      where c.username = ${username} and c.revoked_at is null`
+    const presented = createHash('sha256').update(password).digest()
+    const expected = row?.secret_hash ?? Buffer.alloc(32)
+    const match = timingSafeEqual(presented, expected)
+    if (row === undefined || !match || row.binding_epoch !== row.current_epoch) return undefined
+    return { organizationId: row.organization_id, displayId: row.display_id, bindingEpoch: row.binding_epoch, credentialId: row.id }
+  }
+
+  /** A capabilities report of the current credential; a report of an ended binding changes nothing. */
+  async recordCapabilities(identity: DisplayCredentialIdentity, capability: SignalProfileCapability | null): Promise<boolean> {
+    const updated = await this.#sql`
+      update displays d set capabilities = ${capability === null ? null : JSON.stringify(capability)}::text::jsonb, capabilities_at = now()
+      where d.id = ${identity.displayId} and d.organization_id = ${identity.organizationId} and d.binding_epoch = ${identity.bindingEpoch}
+        and exists (select 1 from display_credentials c where c.id = ${identity.credentialId} and c.display_id = d.id and c.revoked_at is null)
+      returning d.id`
+    return updated.length > 0
+  }
+
+  // DisplayPersistence
+
+  async load(displayId: string): Promise<StoredActivation | undefined> {
+    const row = await this.#row(this.#sql, displayId)
+    return row && stored(row)
+  }
+
+  async assign(displayId: string, request: AssignRequest): Promise<StoredActivation> {
+    return this.#sql.begin(async (tx) => {
+      const row = await this.#row(tx, displayId, true)
+      if (row === undefined || row.organization_id !== request.organizationId) throw displayNotFound()
+      const [revision] = await tx<{ id: string; sha256: string; capability_requirements: CapabilityRequirements }[]>`
+        select id, sha256, capability_requirements from signal_profile_revisions where id = ${request.revisionId} and organization_id = ${request.organizationId}`
+      if (revision === undefined) throw new ServiceError('signal_profile_revision_not_found', 'no published revision with that id in this organization')
+      if (row.binding_epoch !== request.expectedBindingEpoch) {
+        throw new ServiceError('display_binding_epoch_conflict', `expectedBindingEpoch ${request.expectedBindingEpoch} is not the display's binding epoch ${row.binding_epoch}`, {
+          extra: { bindingEpoch: row.binding_epoch },
+        })
+      }
+      if (row.activation_generation !== request.expectedActivationGeneration) {
+        throw new ServiceError(
+          'signal_profile_activation_conflict',
+          `expectedActivationGeneration ${request.expectedActivationGeneration} is not the current generation ${row.activation_generation}`,
+          { extra: { activationGeneration: row.activation_generation } },
+        )
+      }
+      if (row.capabilities === null) {
+        throw new ServiceError('signal_profile_capability_missing', 'the display has not advertised the signal_profile capability in this binding; nothing was published')
+      }
+      const shortfall = capabilityShortfall(revision.capability_requirements, row.capabilities)
+      if (shortfall !== undefined) throw new ServiceError('signal_profile_capability_insufficient', `${shortfall}; nothing was published`)
+      await tx`
+        update displays set activation_generation = activation_generation + 1, desired_revision_id = ${revision.id}, desired_sha256 = ${revision.sha256},
+          error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
+        where id = ${displayId} and binding_epoch = ${request.expectedBindingEpoch} and activation_generation = ${request.expectedActivationGeneration}`
+      return stored((await this.#row(tx, displayId))!)
+    })
+  }
+
+  async saveProgress(displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<StoredActivation | undefined> {
+    const updated = await this.#sql`
+      update displays set applied = ${p.applied === null ? null : JSON.stringify(p.applied)}::text::jsonb, error_code = ${p.errorCode},
+        publish_error = ${p.publishError}, publish_attempts = ${p.publishAttempts},
+        receipt_session = ${p.session === null ? null : JSON.stringify(p.session)}::text::jsonb, activation_updated_at = now()
+      where id = ${displayId} and binding_epoch = ${bindingEpoch} and activation_generation = ${generation}
+      returning id`
+    if (updated.length === 0) return undefined
+    return this.load(displayId)
+  }
+
+  async rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {
+    const credential = newCredential()
+    return this.#sql.begin(async (tx) => {
+      const row = await this.#row(tx, displayId, true)
+      if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
+      const epoch = row.binding_epoch + 1
+      await tx`update display_credentials set revoked_at = now() where display_id = ${displayId} and revoked_at is null`
+      await tx`
+        update displays set binding_epoch = ${epoch}, capabilities = null, capabilities_at = null, activation_generation = 0,
+          desired_revision_id = null, desired_sha256 = null, applied = null, error_code = null, publish_error = null, publish_attempts = 0,
+          receipt_session = null, activation_updated_at = now(), updated_at = now()
+        where id = ${displayId}`
+      await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${displayId}, ${epoch}, ${credential.username}, ${credential.hash})`
+      const current = stored((await this.#row(tx, displayId))!)
+      return { previous: stored(row), current, password: credential.password, username: credential.username }
+    })
+  }
+
+  async targets(): Promise<string[]> {
+    const rows = await this.#sql<{ id: string }[]>`select id from displays where desired_revision_id is not null order by id`
+    return rows.map((r) => r.id)
+  }
+
+  async #row(sql: Sql | TransactionSql, id: string, lock = false): Promise<DisplayRow | undefined> {
+    const [row] = await sql<DisplayRow[]>`${sql.unsafe(selectDisplay)} where d.id = ${id} ${lock ? sql`for update of d` : sql``}`
+    return row
+  }
+}
+
+/** Every pixel names a printer of this organization; the message names the first that does not. */
+async function checkPixels(tx: TransactionSql, organizationId: string, pixels: readonly string[]): Promise<void> {
+  if (pixels.length === 0) return
+  const rows = await tx<{ id: string }[]>`select id from printers where organization_id = ${organizationId} and id = any(${pixels as string[]}::uuid[])`
+  const known = new Set(rows.map((r) => r.id))
+  const missing = pixels.findIndex((p) => !known.has(p.toLowerCase()))
+  if (missing >= 0) throw new ServiceError('MQTT_DISPLAY_REQUEST_INVALID', `body.pixels[${missing}] is not a printer of this organization`)
+}
+
+const displayNotFound = () => new ServiceError('display_not_found', 'no display with that id in this organization')

@@ -1,0 +1,78 @@
+/**
+ * The status-display part of a node: the store, the display actors with
+ * their delivery worker, the MQTT gateway and the status feed, wired
+ * together and stopped in order.
+ */
+import { DisplayRuntime } from '../../actors/display-runtime.js'
+import type { PrinterRuntime } from '../../actors/printer-runtime.js'
+import { configTopic, feedTopic } from '../../protocol/display-mqtt.js'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+import type { MqttConnection } from '../mqtt/connection.js'
+import type { Database } from '../storage/database.js'
+import { Snapshots } from '../live/snapshots.js'
+import type { DisplayStore } from './display-store.js'
+import { DisplayGateway } from './mqtt-gateway.js'
+import { StatusFeed } from './status-feed.js'
+
+export interface DisplayNode {
+  readonly store: DisplayStore
+  readonly runtime: DisplayRuntime
+  readonly gateway: DisplayGateway
+  readonly feed: StatusFeed
+  /** A display was registered, changed its pixels or was rebound: its feed follows. */
+  onPixelsChanged(displayId: string): void
+  /** Deletes a display: credential revoked and disconnected, retained messages removed. */
+  remove(organizationId: string, displayId: string): Promise<void>
+  stop(): Promise<void>
+}
+
+export interface DisplayNodeOptions {
+  db: Database
+  store: DisplayStore
+  mqtt: MqttConnection
+  printers: PrinterRuntime
+  logger: Logger
+  metrics: MetricsRegistry
+}
+
+export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
+  const { store, mqtt, logger, metrics } = options
+  const gateway = new DisplayGateway(mqtt, store, logger, metrics)
+  const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
+  const runtime = new DisplayRuntime({
+    persistence: store,
+    transport: gateway,
+    onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
+    onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
+  })
+  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger })
+  const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
+  await gateway.attach(runtime, { onResync: reloadFeed })
+  // SPEC part 6 rule 5: retained configuration comes back from the store, not from the broker.
+  const republished = await runtime.start()
+  await feed.start()
+  const unsubscribe = options.printers.onChange((change) => feed.printerChanged(change.view.printerId))
+  logger.info('displays started', { republished, configured: gateway.configured })
+  return {
+    store,
+    runtime,
+    gateway,
+    feed,
+    onPixelsChanged: reloadFeed,
+    async remove(organizationId, displayId) {
+      const removed = await store.remove(organizationId, displayId)
+      await runtime.forget(displayId)
+      await gateway.revokeCredential(removed.credentialId)
+      await Promise.all(
+        [configTopic(removed), feedTopic(removed)].map((topic) => gateway.publishRetained(topic, '').catch((error: unknown) => logger.warn('clearing a retained message failed', { topic, error }))),
+      )
+      reloadFeed(displayId)
+    },
+    async stop() {
+      unsubscribe()
+      feed.stop()
+      await runtime.stop()
+    },
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The service's side of the display topics (SPEC part 6): publishes the
+ * retained profile/config envelopes for the display actors, and takes what
+ * displays send on their credential-bound topics: receipts to the display's
+ * actor, capability reports to the store, resync requests to both the actor
+ * and the status feed.
+ *
+ * Who may send what is the broker's job (topic access per SPEC part 5):
+ * a message on display D's credential topic comes from D's current
+ * credential. The gateway still checks that the message's own fields name
+ * the topic's display, binding and credential, and drops anything oversized,
+ * unreadable or invalid (counted in displays_mqtt_messages_total).
+ */
+import type { MqttClient } from 'mqtt'
+import {
+  CapabilitiesReportSchema,
+  configTopic,
+  deviceTopicsFilter,
+  maxDeviceMessageBytes,
+  maxReceiptBytes,
+  parseDeviceTopic,
+  ReceiptSchema,
+  type DeviceTopic,
+  type DisplayAddress,
+  type SignalProfileCapability,
+} from '../../protocol/display-mqtt.js'
+import { compileBodyValidator } from '../../protocol/schemas/validator.js'
+import type { DisplayRuntime, ProfileTransport } from '../../actors/display-runtime.js'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+import type { MqttConnection } from '../mqtt/connection.js'
+import type { DisplayStore } from './display-store.js'
+
+/** How long a publication may wait for the broker's PUBACK before it counts as failed. */
+export const publishTimeoutMs = 10_000
+
+const validateReceipt = compileBodyValidator(ReceiptSchema)
+const validateCapabilities = compileBodyValidator(CapabilitiesReportSchema)
+
+export interface DisplayGatewayHooks {
+  /** A display asked for its feed again (resync) or its binding changed. */
+  onResync?: (displayId: string) => void
+}
+
+export class DisplayGateway implements ProfileTransport {
+  readonly #mqtt: MqttConnection
+  readonly #client: MqttClient
+  readonly #store: DisplayStore
+  readonly #logger: Logger
+  readonly #messages
+  #runtime: DisplayRuntime | undefined
+  #hooks: DisplayGatewayHooks = {}
+
+  constructor(mqtt: MqttConnection, store: DisplayStore, logger: Logger, metrics: MetricsRegistry) {
+    this.#mqtt = mqtt
+    this.#client = mqtt.client
+    this.#store = store
+    this.#logger = logger
+    this.#messages = metrics.counter('displays_mqtt_messages_total', 'Messages from displays by topic kind and outcome.', ['kind', 'outcome'])
+  }
+
+  /**
+   * Whether displays can be served: the embedded broker enforces topic
+   * access with the store's credentials. An external broker needs a
+   * credential mechanism the service manages (README, "Status displays");
+   * until one is configured, display routes answer 503
+   * MQTT_DISPLAY_NOT_CONFIGURED instead of handing out credentials that no
+   * broker checks.
+   */
+  get configured(): boolean {
+    return this.#mqtt.broker !== undefined
+  }
+
+  /** Subscribes to every display's credential topics; from then on messages reach `runtime`. */
+  async attach(runtime: DisplayRuntime, hooks: DisplayGatewayHooks = {}): Promise<void> {
+    this.#runtime = runtime
+    this.#hooks = hooks
+    this.#client.on('message', (topic, payload) => this.#onMessage(topic, payload))
+    // Subscribed again by MQTT.js after a reconnect (resubscribe is on by default).
+    await this.#client.subscribeAsync(deviceTopicsFilter, { qos: 1 })
+  }
+
+  publishConfig(address: DisplayAddress, payload: string): Promise<void> {
+    return this.#publish(configTopic(address), payload)
+  }
+
+  /** An empty retained message deletes the retained configuration (MQTT 3.1.1 section 3.3.1.3). */
+  clearConfig(address: DisplayAddress): Promise<void> {
+    return this.#publish(configTopic(address), '')
+  }
+
+  async revokeCredential(credentialId: string): Promise<void> {
+    this.#mqtt.broker?.revoke(credentialId)
+  }
+
+  /** Retained QoS 1 under the display tree, bounded in time. */
+  publishRetained(topic: string, payload: string): Promise<void> {
+    return this.#publish(topic, payload)
+  }
+
+  #publish(topic: string, payload: string): Promise<void> {
+    if (!this.#client.connected) return Promise.reject(new Error('the MQTT broker is not connected'))
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no PUBACK within ${publishTimeoutMs} ms`)), publishTimeoutMs)
+      this.#client.publish(topic, payload, { qos: 1, retain: true }, (error) => {
+        clearTimeout(timer)
+        if (error) reject(error)
+        else resolve()
+      })
+    })
+  }
+
+  #onMessage(topic: string, payload: Buffer): void {
+    const device = parseDeviceTopic(topic)
+    if (device === undefined) return
+    const count = (outcome: string) => this.#messages.inc({ kind: device.kind, outcome })
+    const limit = device.kind === 'receipt' ? maxReceiptBytes : maxDeviceMessageBytes
+    if (payload.length > limit) return count('too_large')
+    let body: unknown
+    try {
+      body = payload.length === 0 ? {} : JSON.parse(payload.toString('utf8'))
+    } catch {
+      return count('invalid_json')
+    }
+    switch (device.kind) {
+      case 'receipt':
+        return void this.#receipt(device, body).then(count, (error: unknown) => {
+          count('failed')
+          this.#logger.warn('display receipt not processed', { displayId: device.displayId, error })
+        })
+      case 'capabilities':
+        return void this.#capabilities(device, body).then(count, (error: unknown) => {
+          count('failed')
+          this.#logger.warn('display capabilities not recorded', { displayId: device.displayId, error })
+        })
+      case 'resync':
+        count('accepted')
+        this.#runtime?.resync(device.displayId, device.bindingEpoch).catch((error: unknown) => this.#logger.warn('display resync failed', { error }))
+        this.#hooks.onResync?.(device.displayId)
+        return
+      case 'health':
+        return count('accepted')
+    }
+  }
+
+  async #receipt(device: DeviceTopic, body: unknown): Promise<string> {
+    const result = validateReceipt(body)
+    if (!result.ok) return 'invalid'
+    if (this.#runtime === undefined) return 'ignored'
+    return this.#runtime.receipt(device, result.value)
+  }
+
+  /** A report without a valid signal_profile object means the controller lacks the capability (SPEC part 6). */
+  async #capabilities(device: DeviceTopic, body: unknown): Promise<string> {
+    const result = validateCapabilities(body)
+    const capability: SignalProfileCapability | null = result.ok ? (result.value.signal_profile ?? null) : null
+    const recorded = await this.#store.recordCapabilities(device, capability)
+    if (!recorded) return 'ignored'
+    return result.ok ? 'accepted' : 'invalid'
+  }
+}
