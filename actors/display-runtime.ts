@@ -198,6 +198,11 @@ export class DisplayRuntime {
       if (saved === undefined) return 'ignored'
       if (actions.some((a) => a.type === 'republish')) this.#due(entry, 'republish')
       else if (next.value !== 'sync_pending') this.#cancel(entry)
+      else if (entry.timer === undefined && !entry.inFlight && next.context.publishError === null) {
+        // Back to waiting (e.g. a rebooted device announced an empty slot): the 45 s republish resumes.
+        entry.due = 'republish'
+        this.#arm(entry, this.#timers.now() + republishIntervalMs)
+      }
       return 'accepted'
     })
   }

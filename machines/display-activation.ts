@@ -202,7 +202,10 @@ export const displayActivationMachine = setup({
         { guard: ({ context }) => sameIdentity(context.applied, context.desired) && context.session !== null, target: 'device_applied' },
       ],
     },
-    device_applied: {},
+    // A later receipt can say the desired identity is no longer active (a rebooted device announcing an empty slot).
+    device_applied: {
+      always: { guard: ({ context }) => !sameIdentity(context.applied, context.desired), target: 'sync_pending' },
+    },
     rejected: {
       on: { RETRY: { target: 'sync_pending', actions: ['clearErrors', { type: 'republish', params: ({ context }) => ({ displayId: context.displayId }) }] } },
     },

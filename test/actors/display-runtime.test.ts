@@ -335,3 +335,19 @@ t.test('a restarted runtime publishes every stored target again from the store, 
   await timers.advance(0)
   t.same(transport.published.map((p) => p.address.displayId), [display.displayId])
 })
+
+t.test('a device_applied target that a rebooted device reports empty goes back to sync_pending and the 45 s republish resumes', async (t) => {
+  const { transport, assign, timers, runtime, store, display } = setup()
+  await assign(revisionA, 0)
+  await timers.advance(0)
+  const row = () => store.rows.get(display.displayId)!
+  await runtime.receipt(topicOf(row()), receipt(row(), { id: 'boot-1', generation: 1 }, 1, 'applied'))
+  t.equal(runtime.peek(display.displayId)?.status, 'device_applied')
+  await timers.advance(republishIntervalMs * 2)
+  t.equal(transport.published.length, 1)
+  const empty = receipt(row(), { id: 'boot-2', generation: 2 }, 1, 'announced', null, { highest_admitted: row().desired })
+  t.equal(await runtime.receipt(topicOf(row()), empty), 'accepted')
+  t.equal(runtime.peek(display.displayId)?.status, 'sync_pending', 'nothing active on the device now')
+  await timers.advance(republishIntervalMs)
+  t.equal(transport.published.length, 2, 'republished 45 s later')
+})
