@@ -3,7 +3,7 @@
  * PostgreSQL holds the domain state; the actor is a cache plus the single
  * writer). src/displays implements it over PostgreSQL.
  */
-import type { ActivationIdentity } from '../machines/display-activation.js'
+import { sameIdentity, type ActivationIdentity, type ActivationStatus } from '../machines/display-activation.js'
 
 export interface ReceiptSession {
   id: string
@@ -30,6 +30,13 @@ export interface StoredActivation {
   updatedAt: Date
 }
 
+/** The activation status a stored target is in (what hydration resumes and the API shows). */
+export function storedStatus(s: StoredActivation): ActivationStatus {
+  if (s.desired === null) return 'none'
+  if (s.errorCode !== null) return 'rejected'
+  return sameIdentity(s.applied, s.desired) ? 'device_applied' : 'sync_pending'
+}
+
 export interface AssignRequest {
   organizationId: string
   revisionId: string
@@ -54,8 +61,8 @@ export interface DisplayPersistence {
    * signal_profile_capability_missing / _insufficient).
    */
   assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
-  /** Writes what receipts and publications changed; false when the binding or generation moved on (nothing written). */
-  saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress): Promise<StoredActivation | undefined>
+  /** Writes what receipts and publications changed; the write time, or undefined when the binding or generation moved on (nothing written). */
+  saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress): Promise<Date | undefined>
   /** A new binding epoch and credential; the old credential is revoked and the target cleared. */
   rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
   /** Displays with a desired activation (what a restarted node publishes again). */

@@ -27,9 +27,9 @@
 import { transition } from 'xstate'
 import { buildEnvelope, maxEnvelopeBytes, utf8Length, type DeviceTopic, type DisplayAddress } from '../protocol/display-mqtt.js'
 import { ServiceError } from '../protocol/errors.js'
-import { displayActivationMachine, maxPublishAttempts, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
+import { displayActivationMachine, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
 import { Mailbox } from './mailbox.js'
-import type { AssignRequest, DisplayPersistence, StoredActivation } from './display-persistence.js'
+import { storedStatus, type AssignRequest, type DisplayPersistence, type StoredActivation } from './display-persistence.js'
 
 export const newActivationIntervalMs = 1_000
 export const republishIntervalMs = 45_000
@@ -93,7 +93,7 @@ interface Entry {
 
 const hydrate = (stored: StoredActivation): Snapshot =>
   displayActivationMachine.resolveState({
-    value: stored.desired === null ? 'none' : stored.errorCode !== null ? 'rejected' : sameStoredIdentity(stored) ? 'device_applied' : 'sync_pending',
+    value: storedStatus(stored),
     context: {
       displayId: stored.displayId,
       bindingEpoch: stored.bindingEpoch,
@@ -106,12 +106,6 @@ const hydrate = (stored: StoredActivation): Snapshot =>
       session: stored.session,
     },
   })
-
-function sameStoredIdentity(s: StoredActivation): boolean {
-  const a = s.applied
-  const d = s.desired
-  return a !== null && d !== null && a.activation_generation === d.activation_generation && a.profile_revision_id === d.profile_revision_id && a.sha256 === d.sha256
-}
 
 export class DisplayRuntime {
   readonly #options: DisplayRuntimeOptions
@@ -271,14 +265,9 @@ export class DisplayRuntime {
   /** Write first, then adopt: memory never runs ahead of the store. */
   async #save(entry: Entry, next: Snapshot): Promise<StoredActivation | undefined> {
     const c = next.context
-    const saved = await this.#options.persistence.saveProgress(entry.displayId, entry.stored.bindingEpoch, entry.stored.generation, {
-      applied: c.applied,
-      errorCode: c.errorCode,
-      publishError: c.publishError,
-      publishAttempts: c.publishAttempts,
-      session: c.session,
-    })
-    if (saved === undefined) {
+    const progress = { applied: c.applied, errorCode: c.errorCode, publishError: c.publishError, publishAttempts: c.publishAttempts, session: c.session }
+    const updatedAt = await this.#options.persistence.saveProgress(entry.displayId, entry.stored.bindingEpoch, entry.stored.generation, progress)
+    if (updatedAt === undefined) {
       // Another writer moved the binding or generation on: start again from what is stored.
       const stored = await this.#options.persistence.load(entry.displayId)
       if (stored !== undefined) {
@@ -287,6 +276,8 @@ export class DisplayRuntime {
       }
       return undefined
     }
+    // Only the progress fields changed: what else is stored (binding, payload) is what the entry holds.
+    const saved = { ...entry.stored, ...progress, updatedAt }
     entry.snapshot = next
     this.#adopt(entry, saved)
     return saved
@@ -389,5 +380,3 @@ export class DisplayRuntime {
     this.#options.onBackgroundError?.(what, error)
   }
 }
-
-export { maxPublishAttempts }

@@ -28,6 +28,7 @@
  *   with new timestamps, whatever else the receipt says.
  */
 import { assign, enqueueActions, setup } from 'xstate'
+import { sameIdentity } from '../protocol/display-mqtt.js'
 
 export const maxPublishAttempts = 20
 
@@ -76,8 +77,7 @@ export type ActivationEvent =
   | { type: 'RECEIPT'; receipt: Receipt }
   | { type: 'REBIND'; bindingEpoch: number; credentialId: string }
 
-export const sameIdentity = (a: ActivationIdentity | null, b: ActivationIdentity | null): boolean =>
-  a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256.toLowerCase()
+export { sameIdentity }
 
 export type ReceiptVerdict =
   | { accepted: false; reason: 'other_credential' | 'old_sequence' | 'old_session' | 'contradictory' }

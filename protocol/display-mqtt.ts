@@ -89,6 +89,10 @@ export const IdentitySchema = Type.Object(
 )
 export type Identity = Static<typeof IdentitySchema>
 
+/** Identity equality (SPEC part 6: generation, revision id and sha256, exactly); null equals nothing. */
+export const sameIdentity = (a: Identity | null, b: Identity | null): boolean =>
+  a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256.toLowerCase()
+
 export const EnvelopeSchema = Type.Object(
   {
     profile_sync_version: Type.Literal(profileSyncVersion),

@@ -13,7 +13,7 @@ import { baseTopic, configTopic, credentialTopic, feedTopic, type SignalProfileC
 import { ServiceError } from '../../protocol/errors.js'
 import type { DesiredActivation, DisplayView } from '../../protocol/schemas/signal-profiles.js'
 import type { CapabilityRequirements } from '../../protocol/signal-profile/compiler.js'
-import type { ActivationProgress, AssignRequest, DisplayPersistence, ReceiptSession, StoredActivation } from '../../actors/display-persistence.js'
+import { storedStatus, type ActivationProgress, type AssignRequest, type DisplayPersistence, type ReceiptSession, type StoredActivation } from '../../actors/display-persistence.js'
 import type { ActivationIdentity } from '../../machines/display-activation.js'
 
 interface DisplayRow {
@@ -86,9 +86,6 @@ function stored(row: DisplayRow): StoredActivation {
   }
 }
 
-const sameIdentity = (a: ActivationIdentity | null, b: ActivationIdentity | null): boolean =>
-  a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256
-
 /** The target as the API shows it (SPEC part 2, DesiredSignalProfileActivation); errored = publish_failed. */
 export function activationView(s: StoredActivation): DesiredActivation {
   if (s.desired === null) throw new ServiceError('signal_profile_target_not_found', 'nothing is assigned to this display in its current binding')
@@ -98,7 +95,7 @@ export function activationView(s: StoredActivation): DesiredActivation {
     bindingEpoch: s.bindingEpoch,
     desired: s.desired,
     applied: s.applied,
-    status: s.errorCode !== null ? 'rejected' : sameIdentity(s.applied, s.desired) ? 'device_applied' : 'sync_pending',
+    status: storedStatus(s) as DesiredActivation['status'],
     errorCode,
     updatedAt: s.updatedAt.toISOString(),
   }
@@ -285,15 +282,14 @@ export class DisplayStore implements DisplayPersistence {
     })
   }
 
-  async saveProgress(displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<StoredActivation | undefined> {
-    const updated = await this.#sql`
+  async saveProgress(displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<Date | undefined> {
+    const [updated] = await this.#sql<{ activation_updated_at: Date }[]>`
       update displays set applied = ${p.applied === null ? null : JSON.stringify(p.applied)}::text::jsonb, error_code = ${p.errorCode},
         publish_error = ${p.publishError}, publish_attempts = ${p.publishAttempts},
         receipt_session = ${p.session === null ? null : JSON.stringify(p.session)}::text::jsonb, activation_updated_at = now()
       where id = ${displayId} and binding_epoch = ${bindingEpoch} and activation_generation = ${generation}
-      returning id`
-    if (updated.length === 0) return undefined
-    return this.load(displayId)
+      returning activation_updated_at`
+    return updated?.activation_updated_at
   }
 
   async rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {

@@ -32,6 +32,7 @@ import {
   EnvelopeSchema,
   FeedSchema,
   feedTopic,
+  sameIdentity,
   type DisplayAddress,
   type Envelope,
   type Feed,
@@ -105,9 +106,6 @@ export interface SimulatorOptions extends DisplayAddress {
 }
 
 export const fullCapability: SignalProfileCapability = { format_version: 1, max_decoded_bytes: 750, max_phases: 8, supports_white_output: true, supports_cct: true }
-
-const sameIdentity = (a: Identity | null, b: Identity | null) =>
-  a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256
 
 type Outcome = { result: ReceiptMessage['profile']['result']; attempted: Identity | null; error: string | null; refresh: boolean }
 

@@ -94,9 +94,8 @@ class FakeStore implements DisplayPersistence {
   async saveProgress(id: string, epoch: number, generation: number, p: ActivationProgress) {
     const row = this.rows.get(id)
     if (row === undefined || row.bindingEpoch !== epoch || row.generation !== generation) return undefined
-    Object.assign(row, structuredClone(p))
-    this.writes++
-    return structuredClone(row)
+    Object.assign(row, structuredClone(p), { updatedAt: new Date(++this.writes) })
+    return row.updatedAt
   }
   async rebind(id: string, organizationId: string) {
     const row = this.rows.get(id)!
