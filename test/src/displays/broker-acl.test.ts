@@ -5,8 +5,8 @@
  */
 import t from 'tap'
 import { connectAsync, type MqttClient } from 'mqtt'
-import { request } from '../../helpers/http.js'
-import { assign, connectSimulator, openDisplayFarm, publishedRevision, registerDisplay, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
+import { metricValue, request } from '../../helpers/http.js'
+import { assign, connectSimulator, openDisplayFarm, publishedRevision, registerDisplay, until, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
 import type { TestContext } from '../../helpers/service.js'
 
 async function login(t: TestContext, farm: DisplayFarm, username: string, password: string): Promise<MqttClient> {
@@ -84,4 +84,35 @@ t.test('a display that advertises no signal_profile capability is refused an ass
   t.equal(res.status, 409)
   t.equal(res.json.error, 'signal_profile_capability_missing')
   t.equal(sim.envelopes.length, 0)
+})
+
+t.test('bad messages from a display are dropped and counted, never applied: non-JSON, oversized, unknown fields, another display named, an invalid capability', async (t) => {
+  const farm = await openDisplayFarm(t)
+  const display = await registerDisplay(farm)
+  const sim = await connectSimulator(t, farm, display)
+  const revision = await publishedRevision(farm)
+  await sim.client.endAsync(true)
+  const client = await login(t, farm, display.credential.username, display.credential.password)
+  const receiptTopic = `${base(farm, display)}/credential/${display.credential.credentialId}/profile/status`
+  const valid = sim.receipts[0]!
+  const sends = [
+    'not json',
+    JSON.stringify({ ...valid, status_sequence: 50, padding: 'x'.repeat(3000) }),
+    JSON.stringify({ ...valid, status_sequence: 51, extra: true }),
+    JSON.stringify({ ...valid, status_sequence: 52, display_id: '00000000-0000-4000-8000-000000000009' }),
+  ]
+  for (const payload of sends) await client.publishAsync(receiptTopic, payload, { qos: 1 })
+  const capabilitiesTopic = `${base(farm, display)}/credential/${display.credential.credentialId}/capabilities`
+  await client.publishAsync(capabilitiesTopic, JSON.stringify({ signal_profile: { format_version: 1, max_decoded_bytes: 9000 } }), { qos: 1 })
+  const metric = async (kind: string, outcome: string) => metricValue((await request(farm.url, '/metrics')).text, `displays_mqtt_messages_total{kind="${kind}",outcome="${outcome}"}`)
+  await until(async () => (await metric('capabilities', 'invalid')) === 1, 'the invalid capability report counted')
+  t.equal(await metric('receipt', 'invalid_json'), 1)
+  t.equal(await metric('receipt', 'too_large'), 1)
+  t.equal(await metric('receipt', 'invalid'), 1, 'an unknown field')
+  t.equal(await metric('receipt', 'ignored'), 1, 'a receipt naming another display than its topic')
+  const after = await request(farm.url, `/v1/mqtt/displays/${display.id}`, { headers: farm.admin })
+  t.equal(after.json.capabilities, null, 'an invalid signal_profile object counts as no capability')
+  const refused = await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
+  t.equal(refused.json.error, 'signal_profile_capability_missing')
+  t.ok(client.connected, 'bad content is dropped, the display stays connected')
 })
