@@ -3,6 +3,7 @@
  * PostgreSQL holds the domain state; the actor is a cache plus the single
  * writer). src/displays implements it over PostgreSQL.
  */
+import type { DisplayCredential } from '../protocol/display-mqtt.js'
 import { sameIdentity, type ActivationIdentity, type ActivationStatus } from '../machines/display-activation.js'
 
 export interface ReceiptSession {
@@ -63,8 +64,12 @@ export interface DisplayPersistence {
   assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
   /** Writes what receipts and publications changed; the write time, or undefined when the binding or generation moved on (nothing written). */
   saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress): Promise<Date | undefined>
-  /** A new binding epoch and credential; the old credential is revoked and the target cleared. */
-  rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
+  /**
+   * A new binding epoch and credential; the old credential is revoked and
+   * the target cleared. `grant` runs before the commit: if the broker cannot
+   * take the new credential, nothing changes.
+   */
+  rebind(displayId: string, organizationId: string, grant: (credential: DisplayCredential) => Promise<void>): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
   /** Displays with a desired activation (what a restarted node publishes again). */
   targets(): Promise<string[]>
 }

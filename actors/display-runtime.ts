@@ -25,7 +25,7 @@
  * farm, so entries are not passivated.
  */
 import { transition } from 'xstate'
-import { buildEnvelope, maxEnvelopeBytes, utf8Length, type DeviceTopic, type DisplayAddress } from '../protocol/display-mqtt.js'
+import { buildEnvelope, maxEnvelopeBytes, utf8Length, type DeviceTopic, type DisplayAddress, type DisplayCredential } from '../protocol/display-mqtt.js'
 import { ServiceError } from '../protocol/errors.js'
 import { displayActivationMachine, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
 import { Mailbox } from './mailbox.js'
@@ -43,7 +43,9 @@ export interface ProfileTransport {
   publishConfig(address: DisplayAddress, payload: string): Promise<void>
   /** Removes the retained configuration of a binding that ended. */
   clearConfig(address: DisplayAddress): Promise<void>
-  /** Disconnects clients of a revoked credential, where the broker allows it. */
+  /** Makes the broker accept a new credential (before the store commits it). */
+  grantCredential(credential: DisplayCredential): Promise<void>
+  /** The revoked credential no longer logs in; its clients are disconnected. */
   revokeCredential(credentialId: string): Promise<void>
 }
 
@@ -205,7 +207,7 @@ export class DisplayRuntime {
   async rebind(displayId: string, organizationId: string): Promise<{ current: StoredActivation; username: string; password: string }> {
     const entry = await this.#known(displayId, organizationId)
     return entry.mailbox.post(async () => {
-      const { previous, current, username, password } = await this.#options.persistence.rebind(displayId, organizationId)
+      const { previous, current, username, password } = await this.#options.persistence.rebind(displayId, organizationId, (credential) => this.#options.transport.grantCredential(credential))
       this.#cancel(entry)
       const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'REBIND', bindingEpoch: current.bindingEpoch, credentialId: current.credentialId })
       entry.snapshot = next

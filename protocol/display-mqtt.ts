@@ -54,6 +54,22 @@ export const deviceTopicKinds = ['receipt', 'capabilities', 'health', 'resync'] 
 export type DeviceTopicKind = (typeof deviceTopicKinds)[number]
 const deviceTopicSuffix: Record<DeviceTopicKind, string> = { receipt: 'profile/status', capabilities: 'capabilities', health: 'health', resync: 'resync' }
 
+/** A display credential as a broker must know it: whose binding it serves, and its login. */
+export interface DisplayCredential extends DisplayAddress {
+  credentialId: string
+  username: string
+  password: string
+}
+
+/**
+ * SPEC part 5 for one credential: it may subscribe to filters inside its
+ * display's base topic of its binding, and publish only to its own four
+ * credential-bound topics. Every broker the service manages applies this.
+ */
+export function displayTopicAccess(a: DisplayAddress, credentialId: string): { subscribe: string; publish: string[] } {
+  return { subscribe: `${baseTopic(a)}/#`, publish: deviceTopicKinds.map((kind) => credentialTopic(a, credentialId, kind)) }
+}
+
 /** What the service subscribes to: every display's credential-bound topics. */
 export const deviceTopicsFilter = `${topicRoot}/+/display/+/b/+/credential/#`
 

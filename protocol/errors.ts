@@ -235,6 +235,11 @@ export const errorCodes = {
     description:
       'Displays cannot be served: the MQTT broker has no way for the service to manage display credentials (see the README, "Status displays"), or the display store is unavailable.',
   },
+  mqtt_broker_unavailable: {
+    status: 503,
+    description: "The MQTT broker did not take the display's new credential (it is unreachable or refused the command). Nothing was stored; retry after the Retry-After delay.",
+    retryable: true,
+  },
   rate_limited: {
     status: 429,
     description: 'Too many attempts. Wait for the Retry-After delay.',

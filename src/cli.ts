@@ -12,6 +12,7 @@ import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
 import { serviceVersion } from './version.js'
 import { runDisplaySim } from './displays/simulator-cli.js'
+import { runMosquittoSetup } from './mqtt/setup-cli.js'
 
 const usage = `printfarm ${serviceVersion}: backend for 3D print farms
 
@@ -22,6 +23,7 @@ commands:
   migrate    apply pending database migrations and exit
   routes     print every route with who may call it and the API key scope it needs
   display-sim  run a simulated status display against a broker (see README, "Status displays")
+  mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (README)
   version    print the version
   help       print this text
 `
@@ -41,6 +43,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
   if (command === 'display-sim') return runDisplaySim(argv.slice(1))
+  if (command === 'mosquitto-setup') return runMosquittoSetup(argv.slice(1))
   if (command !== 'serve' && command !== 'migrate') {
     process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)
     return 2

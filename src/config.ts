@@ -22,6 +22,8 @@ export interface Config {
   /** External MQTT broker; unset → embedded broker on mqttPort. */
   mqttUrl: string | undefined
   mqttPort: number
+  /** How the external broker of mqttUrl learns display credentials: 'dynamic-security' (Mosquitto's plugin) or 'none'. */
+  mqttDisplayCredentials: 'none' | 'dynamic-security'
   publicBaseUrl: string
   logLevel: LogLevel
   /** '*' allows any origin; an empty list sends no CORS headers (same-origin only). */
@@ -70,6 +72,7 @@ export const configVariables = [
   'REDIS_URL',
   'MQTT_URL',
   'MQTT_PORT',
+  'MQTT_DISPLAY_CREDENTIALS',
   'PUBLIC_BASE_URL',
   'LOG_LEVEL',
   'CORS_ORIGINS',
@@ -135,6 +138,13 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const redisUrl = url('REDIS_URL', ['redis:', 'rediss:'])
   const mqttUrl = url('MQTT_URL', ['mqtt:', 'mqtts:', 'ws:', 'wss:', 'tcp:'])
   const mqttPort = integer('MQTT_PORT', 1883, 0, 65535)
+  const mqttDisplayCredentialsRaw = read('MQTT_DISPLAY_CREDENTIALS') ?? 'none'
+  let mqttDisplayCredentials: Config['mqttDisplayCredentials'] = 'none'
+  if (mqttDisplayCredentialsRaw === 'dynamic-security' || mqttDisplayCredentialsRaw === 'none') mqttDisplayCredentials = mqttDisplayCredentialsRaw
+  else problems.push(`MQTT_DISPLAY_CREDENTIALS must be 'dynamic-security' or 'none', got '${mqttDisplayCredentialsRaw}'`)
+  if (mqttDisplayCredentials !== 'none' && mqttUrl === undefined) {
+    problems.push('MQTT_DISPLAY_CREDENTIALS applies to the external broker of MQTT_URL; the embedded broker manages display credentials itself')
+  }
 
   const logLevelRaw = read('LOG_LEVEL') ?? 'info'
   let logLevel: LogLevel = 'info'
@@ -203,6 +213,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     redisUrl,
     mqttUrl,
     mqttPort,
+    mqttDisplayCredentials,
     publicBaseUrl,
     logLevel,
     corsOrigins,

@@ -97,7 +97,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     started.push(() => printerNode.stop())
     mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
     started.push(() => mqtt.close())
-    displayNode = await startDisplayNode({ db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics })
+    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics })
     started.push(() => displayNode.stop())
   } catch (error) {
     await undo()

@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
-import { baseTopic, configTopic, credentialTopic, feedTopic, type SignalProfileCapability } from '../../protocol/display-mqtt.js'
+import { baseTopic, configTopic, credentialTopic, feedTopic, type DisplayCredential, type SignalProfileCapability } from '../../protocol/display-mqtt.js'
 import { ServiceError } from '../../protocol/errors.js'
 import type { DesiredActivation, DisplayView } from '../../protocol/schemas/signal-profiles.js'
 import type { CapabilityRequirements } from '../../protocol/signal-profile/compiler.js'
@@ -56,6 +56,9 @@ export interface DisplayCredentialIdentity {
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
+/** Makes the broker accept a credential the store is about to commit. */
+export type GrantCredential = (credential: DisplayCredential) => Promise<void>
+
 export const displayUsername = (credentialId: string): string => `display-${credentialId}`
 
 function newCredential(): { id: string; username: string; password: string; hash: Buffer } {
@@ -155,13 +158,18 @@ export class DisplayStore implements DisplayPersistence {
     return view(row)
   }
 
-  async create(organizationId: string, name: string, pixels: readonly string[]): Promise<{ display: DisplayView; password: string }> {
+  /**
+   * `grant` tells the broker the new credential before the transaction
+   * commits (BrokerCredentials); if it fails, nothing is stored.
+   */
+  async create(organizationId: string, name: string, pixels: readonly string[], grant: GrantCredential): Promise<{ display: DisplayView; password: string }> {
     const id = randomUUID()
     const credential = newCredential()
     const display = await this.#sql.begin(async (tx) => {
       await checkPixels(tx, organizationId, pixels)
       await tx`insert into displays (id, organization_id, name, pixels) values (${id}, ${organizationId}, ${name}, ${pixels as string[]}::uuid[])`
       await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${id}, 1, ${credential.username}, ${credential.hash})`
+      await grant({ organizationId, displayId: id, bindingEpoch: 1, credentialId: credential.id, username: credential.username, password: credential.password })
       return view((await this.#row(tx, id))!)
     })
     return { display, password: credential.password }
@@ -292,7 +300,7 @@ export class DisplayStore implements DisplayPersistence {
     return updated?.activation_updated_at
   }
 
-  async rebind(displayId: string, organizationId: string): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {
+  async rebind(displayId: string, organizationId: string, grant: GrantCredential): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {
     const credential = newCredential()
     return this.#sql.begin(async (tx) => {
       const row = await this.#row(tx, displayId, true)
@@ -305,9 +313,23 @@ export class DisplayStore implements DisplayPersistence {
           receipt_session = null, activation_updated_at = now(), updated_at = now()
         where id = ${displayId}`
       await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${displayId}, ${epoch}, ${credential.username}, ${credential.hash})`
+      await grant({ organizationId, displayId, bindingEpoch: epoch, credentialId: credential.id, username: credential.username, password: credential.password })
       const current = stored((await this.#row(tx, displayId))!)
       return { previous: stored(row), current, password: credential.password, username: credential.username }
     })
+  }
+
+  /** Every credential of a current binding: credential id → display id. */
+  async currentCredentials(): Promise<Map<string, string>> {
+    const rows = await this.#sql<{ id: string; display_id: string }[]>`select id, display_id from display_credentials where revoked_at is null`
+    return new Map(rows.map((r) => [r.id, r.display_id]))
+  }
+
+  /** Which of these credentials are revoked (a revocation is final). */
+  async revokedCredentials(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set()
+    const rows = await this.#sql<{ id: string }[]>`select id from display_credentials where id = any(${ids as string[]}::uuid[]) and revoked_at is not null`
+    return new Set(rows.map((r) => r.id))
   }
 
   async targets(): Promise<string[]> {

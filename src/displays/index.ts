@@ -14,11 +14,15 @@ import { Snapshots } from '../live/snapshots.js'
 import type { DisplayStore } from './display-store.js'
 import { DisplayGateway } from './mqtt-gateway.js'
 import { StatusFeed } from './status-feed.js'
+import { DynamicSecurity } from '../mqtt/dynamic-security.js'
+import { DynsecCredentials, EmbeddedCredentials, UnenforcedCredentials, type BrokerCredentials } from './broker-credentials.js'
 
 export interface DisplayNode {
   readonly store: DisplayStore
   readonly runtime: DisplayRuntime
   readonly gateway: DisplayGateway
+  /** How the broker learns and forgets display credentials. */
+  readonly credentials: BrokerCredentials
   readonly feed: StatusFeed
   /** A display was registered, changed its pixels or was rebound: its feed follows. */
   onPixelsChanged(displayId: string): void
@@ -28,6 +32,8 @@ export interface DisplayNode {
 }
 
 export interface DisplayNodeOptions {
+  /** How an external broker learns display credentials (MQTT_DISPLAY_CREDENTIALS); the embedded broker needs nothing. */
+  brokerCredentials: 'none' | 'dynamic-security'
   db: Database
   store: DisplayStore
   mqtt: MqttConnection
@@ -38,7 +44,8 @@ export interface DisplayNodeOptions {
 
 export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
   const { store, mqtt, logger, metrics } = options
-  const gateway = new DisplayGateway(mqtt, store, logger, metrics)
+  const credentials = await brokerCredentials(options)
+  const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics)
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
   const runtime = new DisplayRuntime({
     persistence: store,
@@ -53,26 +60,39 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const republished = await runtime.start()
   await feed.start()
   const unsubscribe = options.printers.onChange((change) => feed.printerChanged(change.view.printerId))
+  if (credentials instanceof DynsecCredentials) await credentials.start()
   logger.info('displays started', { republished, configured: gateway.configured })
   return {
     store,
     runtime,
     gateway,
+    credentials,
     feed,
     onPixelsChanged: reloadFeed,
     async remove(organizationId, displayId) {
       const removed = await store.remove(organizationId, displayId)
       await runtime.forget(displayId)
-      await gateway.revokeCredential(removed.credentialId)
+      // The display is gone from the store; a broker that missed this is brought in line by reconciliation.
+      await gateway.revokeCredential(removed.credentialId).catch((error: unknown) => logger.warn('revoking a deleted display\'s credential failed', { error }))
       await Promise.all(
         [configTopic(removed), feedTopic(removed)].map((topic) => gateway.publishRetained(topic, '').catch((error: unknown) => logger.warn('clearing a retained message failed', { topic, error }))),
       )
       reloadFeed(displayId)
     },
     async stop() {
+      credentials.stop()
       unsubscribe()
       feed.stop()
       await runtime.stop()
     },
   }
+}
+
+async function brokerCredentials(options: DisplayNodeOptions): Promise<BrokerCredentials> {
+  const { mqtt } = options
+  if (mqtt.broker !== undefined) return new EmbeddedCredentials(mqtt.broker)
+  if (options.brokerCredentials === 'dynamic-security') {
+    return new DynsecCredentials(await DynamicSecurity.attach(mqtt.client), options.store, options.logger, options.metrics)
+  }
+  return new UnenforcedCredentials()
 }

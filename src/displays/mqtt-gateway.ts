@@ -5,9 +5,9 @@
  * actor, capability reports to the store, resync requests to both the actor
  * and the status feed.
  *
- * Who may send what is the broker's job (topic access per SPEC part 5):
- * a message on display D's credential topic comes from D's current
- * credential. The gateway still checks that the message's own fields name
+ * Who may send what is the broker's job (topic access per SPEC part 5,
+ * credentials per broker in broker-credentials.ts): a message on display
+ * D's credential topic comes from D's credential. The gateway still checks that the message's own fields name
  * the topic's display, binding and credential, and drops anything oversized,
  * unreadable or invalid (counted in displays_mqtt_messages_total).
  */
@@ -22,6 +22,7 @@ import {
   ReceiptSchema,
   type DeviceTopic,
   type DisplayAddress,
+  type DisplayCredential,
   type SignalProfileCapability,
 } from '../../protocol/display-mqtt.js'
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
@@ -30,6 +31,8 @@ import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import type { MqttConnection } from '../mqtt/connection.js'
 import type { DisplayStore } from './display-store.js'
+import type { BrokerCredentials } from './broker-credentials.js'
+import { ServiceError } from '../../protocol/errors.js'
 
 /** How long a publication may wait for the broker's PUBACK before it counts as failed. */
 export const publishTimeoutMs = 10_000
@@ -43,7 +46,7 @@ export interface DisplayGatewayHooks {
 }
 
 export class DisplayGateway implements ProfileTransport {
-  readonly #mqtt: MqttConnection
+  readonly #credentials: BrokerCredentials
   readonly #client: MqttClient
   readonly #store: DisplayStore
   readonly #logger: Logger
@@ -51,31 +54,39 @@ export class DisplayGateway implements ProfileTransport {
   #runtime: DisplayRuntime | undefined
   #hooks: DisplayGatewayHooks = {}
 
-  constructor(mqtt: MqttConnection, store: DisplayStore, logger: Logger, metrics: MetricsRegistry) {
-    this.#mqtt = mqtt
+  constructor(mqtt: MqttConnection, credentials: BrokerCredentials, store: DisplayStore, logger: Logger, metrics: MetricsRegistry) {
     this.#client = mqtt.client
+    this.#credentials = credentials
     this.#store = store
     this.#logger = logger
     this.#messages = metrics.counter('displays_mqtt_messages_total', 'Messages from displays by topic kind and outcome.', ['kind', 'outcome'])
   }
 
   /**
-   * Whether displays can be served: the embedded broker enforces topic
-   * access with the store's credentials. An external broker needs a
-   * credential mechanism the service manages (README, "Status displays");
-   * until one is configured, display routes answer 503
-   * MQTT_DISPLAY_NOT_CONFIGURED instead of handing out credentials that no
-   * broker checks.
+   * Whether displays can be served: the broker enforces display credentials
+   * and topic access (BrokerCredentials). Without that, display routes
+   * answer 503 MQTT_DISPLAY_NOT_CONFIGURED instead of handing out
+   * credentials that no broker checks.
    */
   get configured(): boolean {
-    return this.#mqtt.broker !== undefined
+    return this.#credentials.enforced
+  }
+
+  /** Before the store commits a credential; a broker that cannot take it is a retryable 503 and nothing is stored. */
+  async grantCredential(credential: DisplayCredential): Promise<void> {
+    try {
+      await this.#credentials.grant(credential)
+    } catch (error) {
+      this.#logger.warn('the broker did not take a display credential', { displayId: credential.displayId, error })
+      throw new ServiceError('mqtt_broker_unavailable', `the MQTT broker did not take the display's credential: ${(error as Error).message}`)
+    }
   }
 
   /** Subscribes to every display's credential topics; from then on messages reach `runtime`. */
   async attach(runtime: DisplayRuntime, hooks: DisplayGatewayHooks = {}): Promise<void> {
     this.#runtime = runtime
     this.#hooks = hooks
-    this.#client.on('message', (topic, payload) => this.#onMessage(topic, payload))
+    this.#client.on('message', (topic, payload, packet) => this.#onMessage(topic, payload, packet.retain))
     // Subscribed again by MQTT.js after a reconnect (resubscribe is on by default).
     await this.#client.subscribeAsync(deviceTopicsFilter, { qos: 1 })
   }
@@ -89,8 +100,8 @@ export class DisplayGateway implements ProfileTransport {
     return this.#publish(configTopic(address), '')
   }
 
-  async revokeCredential(credentialId: string): Promise<void> {
-    this.#mqtt.broker?.revoke(credentialId)
+  revokeCredential(credentialId: string): Promise<void> {
+    return this.#credentials.revoke(credentialId)
   }
 
   /** Retained QoS 1 under the display tree, bounded in time. */
@@ -110,15 +121,25 @@ export class DisplayGateway implements ProfileTransport {
     })
   }
 
-  #onMessage(topic: string, payload: Buffer): void {
+  #onMessage(topic: string, payload: Buffer, retained: boolean): void {
     const device = parseDeviceTopic(topic)
     if (device === undefined) return
     const count = (outcome: string) => this.#messages.inc({ kind: device.kind, outcome })
+    if (retained && payload.length > 0) {
+      // SPEC part 5: displays never publish retained. The embedded broker refuses it; Mosquitto's
+      // ACLs cannot, so a retained device message replayed at (re)subscription is dropped, never
+      // taken for a fresh one, and removed from the broker.
+      this.#publish(topic, '').catch((error: unknown) => this.#logger.warn('clearing a retained display message failed', { topic, error }))
+      return count('retained')
+    }
+    // An empty payload is how a retained message is deleted (the service's own clearing comes back
+    // on its subscription); it carries nothing from a device.
+    if (payload.length === 0) return count('empty')
     const limit = device.kind === 'receipt' ? maxReceiptBytes : maxDeviceMessageBytes
     if (payload.length > limit) return count('too_large')
     let body: unknown
     try {
-      body = payload.length === 0 ? {} : JSON.parse(payload.toString('utf8'))
+      body = JSON.parse(payload.toString('utf8'))
     } catch {
       return count('invalid_json')
     }

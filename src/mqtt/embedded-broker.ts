@@ -18,7 +18,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type Server, type Socket } from 'node:net'
 import { Aedes, type AuthenticateError, type Client } from 'aedes'
-import { baseTopic, credentialTopic, deviceTopicKinds, topicRoot } from '../../protocol/display-mqtt.js'
+import { baseTopic, displayTopicAccess, topicRoot } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
 
 export interface DisplayLogin {
@@ -62,7 +62,7 @@ function displayMaySubscribe(login: DisplayLogin, filter: string): boolean {
 }
 
 function displayMayPublish(login: DisplayLogin, topic: string): boolean {
-  return deviceTopicKinds.some((kind) => credentialTopic(login, login.credentialId, kind) === topic)
+  return displayTopicAccess(login, login.credentialId).publish.includes(topic)
 }
 
 export async function startEmbeddedBroker(host: string, port: number, logger: Logger, options: EmbeddedBrokerOptions = {}): Promise<EmbeddedBroker> {

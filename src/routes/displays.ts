@@ -32,7 +32,7 @@ const tags = ['status displays']
 
 function requireBroker(svc: Services): void {
   if (!svc.displays.gateway.configured) {
-    throw new ServiceError('MQTT_DISPLAY_NOT_CONFIGURED', 'the MQTT broker of this service does not enforce display credentials; see the README, "Status displays"')
+    throw new ServiceError('MQTT_DISPLAY_NOT_CONFIGURED', 'the MQTT broker of this service does not enforce display credentials: on Mosquitto set MQTT_DISPLAY_CREDENTIALS=dynamic-security (README, "Status displays on Mosquitto")')
   }
 }
 
@@ -63,10 +63,12 @@ export const createDisplayRoute = defineRoute({
   invalidRequestCode,
   schemas: { body: CreateDisplayBody },
   responses: { 201: { description: 'The display and its credential.', schema: DisplayWithCredentialSchema } },
-  errors: ['MQTT_DISPLAY_NOT_CONFIGURED'],
+  errors: ['MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable'],
   handler: async (req, svc: Services) => {
     requireBroker(svc)
-    const { display, password } = await svc.displays.store.create(organizationOf(req.principal), req.body.name, req.body.pixels)
+    const { display, password } = await svc.displays.store.create(organizationOf(req.principal), req.body.name, req.body.pixels, (credential) =>
+      svc.displays.gateway.grantCredential(credential),
+    )
     svc.displays.onPixelsChanged(display.id)
     return { status: 201, body: { ...display, credential: { credentialId: display.credentialId, username: display.username, password } } }
   },
@@ -118,7 +120,7 @@ export const rebindDisplayRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: IdParams, body: EmptyBody },
   responses: { 200: { description: 'The display and its new credential.', schema: DisplayWithCredentialSchema } },
-  errors: ['display_not_found', 'MQTT_DISPLAY_NOT_CONFIGURED'],
+  errors: ['display_not_found', 'MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable'],
   handler: async (req, svc: Services) => {
     requireBroker(svc)
     const organizationId = organizationOf(req.principal)

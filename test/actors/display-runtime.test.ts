@@ -8,7 +8,7 @@ import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { backoffMs, DisplayRuntime, newActivationIntervalMs, republishIntervalMs, type ProfileTransport, type Timers } from '../../actors/display-runtime.js'
 import type { ActivationProgress, AssignRequest, DisplayPersistence, StoredActivation } from '../../actors/display-persistence.js'
-import type { DisplayAddress, Envelope, ReceiptMessage } from '../../protocol/display-mqtt.js'
+import type { DisplayAddress, DisplayCredential, Envelope, ReceiptMessage } from '../../protocol/display-mqtt.js'
 import { maxPublishAttempts } from '../../machines/display-activation.js'
 import { ServiceError } from '../../protocol/errors.js'
 
@@ -97,11 +97,14 @@ class FakeStore implements DisplayPersistence {
     Object.assign(row, structuredClone(p), { updatedAt: new Date(++this.writes) })
     return row.updatedAt
   }
-  async rebind(id: string, organizationId: string) {
+  async rebind(id: string, organizationId: string, grant: (credential: DisplayCredential) => Promise<void>) {
     const row = this.rows.get(id)!
     if (row.organizationId !== organizationId) throw new ServiceError('display_not_found', 'no display')
     const previous = structuredClone(row)
-    Object.assign(row, { bindingEpoch: row.bindingEpoch + 1, credentialId: randomUUID(), generation: 0, desired: null, payload: null, applied: null, errorCode: null, publishError: null, publishAttempts: 0, session: null })
+    const credentialId = randomUUID()
+    // As in the store: the broker takes the credential before the change commits.
+    await grant({ organizationId, displayId: id, bindingEpoch: row.bindingEpoch + 1, credentialId, username: `display-${credentialId}`, password: 'p' })
+    Object.assign(row, { bindingEpoch: row.bindingEpoch + 1, credentialId, generation: 0, desired: null, payload: null, applied: null, errorCode: null, publishError: null, publishAttempts: 0, session: null })
     return { previous, current: structuredClone(row), username: 'u', password: 'p' }
   }
   async targets() {
@@ -115,6 +118,8 @@ class FakeTransport implements ProfileTransport {
   failing = false
   cleared: DisplayAddress[] = []
   revoked: string[] = []
+  granted: DisplayCredential[] = []
+  grantFailing = false
   readonly timers: FakeTimers
   constructor(timers: FakeTimers) {
     this.timers = timers
@@ -129,6 +134,10 @@ class FakeTransport implements ProfileTransport {
   }
   async revokeCredential(id: string) {
     this.revoked.push(id)
+  }
+  async grantCredential(credential: DisplayCredential) {
+    if (this.grantFailing) throw new Error('broker refused the credential')
+    this.granted.push(credential)
   }
 }
 
@@ -321,6 +330,25 @@ t.test('a rebind in the middle of delivery stops the old binding: old configurat
   await assign(revisionA, 0)
   await timers.advance(newActivationIntervalMs)
   t.equal(transport.published.at(-1)!.address.bindingEpoch, 2)
+})
+
+t.test('a rebind the broker cannot take changes nothing: same binding and credential, nothing revoked or cleared, delivery goes on', async (t) => {
+  const { transport, assign, timers, runtime, store, display, org } = setup()
+  await assign(revisionA, 0)
+  await timers.advance(0)
+  const before = structuredClone(store.rows.get(display.displayId)!)
+  transport.grantFailing = true
+  await t.rejects(runtime.rebind(display.displayId, org), /refused/)
+  t.same(store.rows.get(display.displayId)!.credentialId, before.credentialId)
+  t.same([transport.revoked, transport.cleared], [[], []])
+  t.equal(runtime.peek(display.displayId)?.status, 'sync_pending')
+  await timers.advance(republishIntervalMs)
+  t.equal(transport.published.length, 2, 'the 45 s republish of the same binding goes on')
+  t.equal(transport.published[1]!.address.bindingEpoch, 1)
+  transport.grantFailing = false
+  await runtime.rebind(display.displayId, org)
+  t.same(transport.granted.map((c) => c.bindingEpoch), [2], 'the retried rebind grants the new binding\'s credential')
+  t.same(transport.revoked, [before.credentialId])
 })
 
 t.test('a restarted runtime publishes every stored target again from the store, but not one stopped by publication failures', async (t) => {

@@ -31,6 +31,7 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     redisUrl: undefined,
     mqttUrl: undefined,
     mqttPort: 1883,
+    mqttDisplayCredentials: 'none',
     publicBaseUrl: 'http://localhost:8080',
     logLevel: 'info',
     corsOrigins: [],
@@ -61,6 +62,13 @@ t.test('config - presence, retention and actor bounds are validated', async (t) 
   }
   t.type(error, ConfigError)
   t.match((error as ConfigError).problems, [/PRESENCE_TIMEOUT_MS must be an integer from 1000/, /EVENT_RETENTION_DAYS must be an integer from 1/, /PRINTER_ACTORS_MAX must be an integer from 100/])
+})
+
+t.test('config - MQTT_DISPLAY_CREDENTIALS is dynamic-security or none, and applies only to MQTT_URL', async (t) => {
+  t.equal(loadConfig({ MQTT_URL: 'mqtt://svc:pw@broker:1883', MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' }, cwd).mqttDisplayCredentials, 'dynamic-security')
+  t.equal(loadConfig({ MQTT_URL: 'mqtt://broker:1883', MQTT_DISPLAY_CREDENTIALS: 'none' }, cwd).mqttDisplayCredentials, 'none')
+  t.match(configError(t, { MQTT_URL: 'mqtt://broker:1883', MQTT_DISPLAY_CREDENTIALS: 'dynsec' })?.problems, [/MQTT_DISPLAY_CREDENTIALS must be 'dynamic-security' or 'none', got 'dynsec'/])
+  t.match(configError(t, { MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' })?.problems, [/MQTT_DISPLAY_CREDENTIALS applies to the external broker of MQTT_URL/])
 })
 
 t.test('config - blank and whitespace-only values count as unset', async (t) => {
