@@ -112,6 +112,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const pairingWindowMs = loginFailureWindowMs
   const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
   const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
+  // Display frames are this node's: display actors run on one node until issue 7 shards them.
+  displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
   let relay: RedisRelay | undefined
   if (config.redisUrl !== undefined) {
     try {

@@ -57,6 +57,9 @@ export interface DisplayCredentialIdentity {
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 /** Makes the broker accept a credential the store is about to commit. */
+/** A display as the live feed shows it. */
+export type DisplayLive = DisplayView & { target: DesiredActivation | null }
+
 export type GrantCredential = (credential: DisplayCredential) => Promise<void>
 
 export const displayUsername = (credentialId: string): string => `display-${credentialId}`
@@ -197,6 +200,18 @@ export class DisplayStore implements DisplayPersistence {
       await tx`delete from displays where id = ${id}`
       return stored(row)
     })
+  }
+
+  /**
+   * What the live feed's `displays` topic shows: each display with its
+   * target (null before the first assignment of its binding). With `id`,
+   * that display only (an empty list when it is gone).
+   */
+  async live(organizationId: string, id?: string): Promise<DisplayLive[]> {
+    const rows = await this.#sql<DisplayRow[]>`
+      ${this.#sql.unsafe(selectDisplay)} where d.organization_id = ${organizationId} ${id === undefined ? this.#sql`` : this.#sql`and d.id = ${id}`}
+      order by d.created_at, d.id`
+    return rows.map((r) => ({ ...view(r), target: r.desired_revision_id === null ? null : activationView(stored(r)) }))
   }
 
   async targetsOf(organizationId: string): Promise<DesiredActivation[]> {

@@ -14,6 +14,7 @@ import { Snapshots } from '../live/snapshots.js'
 import type { DisplayStore } from './display-store.js'
 import { DisplayGateway } from './mqtt-gateway.js'
 import { StatusFeed } from './status-feed.js'
+import { DisplayLiveChanges, type DisplayLiveListener } from './live-changes.js'
 import { DynamicSecurity } from '../mqtt/dynamic-security.js'
 import { DynsecCredentials, EmbeddedCredentials, UnenforcedCredentials, type BrokerCredentials } from './broker-credentials.js'
 
@@ -24,8 +25,10 @@ export interface DisplayNode {
   /** How the broker learns and forgets display credentials. */
   readonly credentials: BrokerCredentials
   readonly feed: StatusFeed
-  /** A display was registered, changed its pixels or was rebound: its feed follows. */
-  onPixelsChanged(displayId: string): void
+  /** A display was registered, renamed, changed its pixels or was rebound: its status feed and its live view follow. */
+  changed(organizationId: string, displayId: string): void
+  /** Committed display changes, as the live feed's `displays` topic shows them. */
+  onLiveChange(listener: DisplayLiveListener): () => void
   /** Deletes a display: credential revoked and disconnected, retained messages removed. */
   remove(organizationId: string, displayId: string): Promise<void>
   stop(): Promise<void>
@@ -47,15 +50,17 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const credentials = await brokerCredentials(options)
   const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics)
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
+  const liveChanges = new DisplayLiveChanges(store, logger)
   const runtime = new DisplayRuntime({
     persistence: store,
     transport: gateway,
+    onChange: (stored) => liveChanges.changed(stored.organizationId, stored.displayId),
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
   const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger })
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
-  await gateway.attach(runtime, { onResync: reloadFeed })
+  await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId) })
   // SPEC part 6 rule 5: retained configuration comes back from the store, not from the broker.
   const republished = await runtime.start()
   await feed.start()
@@ -68,7 +73,11 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     gateway,
     credentials,
     feed,
-    onPixelsChanged: reloadFeed,
+    changed(organizationId, displayId) {
+      reloadFeed(displayId)
+      liveChanges.changed(organizationId, displayId)
+    },
+    onLiveChange: (listener) => liveChanges.onChange(listener),
     async remove(organizationId, displayId) {
       const removed = await store.remove(organizationId, displayId)
       await runtime.forget(displayId)
@@ -78,6 +87,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
         [configTopic(removed), feedTopic(removed)].map((topic) => gateway.publishRetained(topic, '').catch((error: unknown) => logger.warn('clearing a retained message failed', { topic, error }))),
       )
       reloadFeed(displayId)
+      liveChanges.changed(organizationId, displayId)
     },
     async stop() {
       credentials.stop()

@@ -43,6 +43,8 @@ const validateCapabilities = compileBodyValidator(CapabilitiesReportSchema)
 export interface DisplayGatewayHooks {
   /** A display asked for its feed again (resync) or its binding changed. */
   onResync?: (displayId: string) => void
+  /** A capability report of a current credential was recorded. */
+  onCapabilities?: (address: DisplayAddress) => void
 }
 
 export class DisplayGateway implements ProfileTransport {
@@ -177,6 +179,7 @@ export class DisplayGateway implements ProfileTransport {
     const capability: SignalProfileCapability | null = result.ok ? (result.value.signal_profile ?? null) : null
     const recorded = await this.#store.recordCapabilities(device, capability)
     if (!recorded) return 'ignored'
+    this.#hooks.onCapabilities?.(device)
     return result.ok ? 'accepted' : 'invalid'
   }
 }

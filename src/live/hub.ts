@@ -93,6 +93,11 @@ export class LiveHub {
     for (const listener of this.#listeners) listener({ ...change, printer })
   }
 
+  /** A status display changed (registration, binding, target, capability); `display` is its whole live view, or `{id, deleted: true}`. */
+  displayChanged(organizationId: string, display: object): void {
+    this.#publish(organizationId, 'displays', { display })
+  }
+
   /** Told of every change after it was published (lagging sockets record what they missed). */
   onChange(listener: (change: LiveChange) => void): () => void {
     this.#listeners.add(listener)

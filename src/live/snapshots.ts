@@ -6,6 +6,7 @@
 import type { PrinterJob } from '../../machines/printer.js'
 import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { Database } from '../storage/database.js'
+import { DisplayStore, type DisplayLive } from '../displays/display-store.js'
 import { activityOf, printerLive, type PrinterLive } from './printer-live.js'
 
 interface Row {
@@ -31,6 +32,11 @@ export class Snapshots {
   readonly #db: Database
   constructor(db: Database) {
     this.#db = db
+  }
+
+  /** Status displays with their targets (the `displays` topic). */
+  async displays(organizationId: string): Promise<{ displays: DisplayLive[] }> {
+    return { displays: await new DisplayStore(this.#db.sql).live(organizationId) }
   }
 
   async printers(organizationId: string): Promise<{ printers: PrinterLive[] }> {

@@ -287,7 +287,7 @@ export class LiveServer {
       return snapshot
     }
     if (topic === 'jobs') return snapshots.jobs(org)
-    if (topic === 'displays') return { displays: [] } // status displays arrive with issue 6
+    if (topic === 'displays') return snapshots.displays(org)
     return snapshots.printer(org, topic.slice('printer:'.length))
   }
 

@@ -69,7 +69,7 @@ export const createDisplayRoute = defineRoute({
     const { display, password } = await svc.displays.store.create(organizationOf(req.principal), req.body.name, req.body.pixels, (credential) =>
       svc.displays.gateway.grantCredential(credential),
     )
-    svc.displays.onPixelsChanged(display.id)
+    svc.displays.changed(organizationOf(req.principal), display.id)
     return { status: 201, body: { ...display, credential: { credentialId: display.credentialId, username: display.username, password } } }
   },
 })
@@ -101,7 +101,7 @@ export const patchDisplayRoute = defineRoute({
   errors: ['display_not_found'],
   handler: async (req, svc: Services) => {
     const display = await svc.displays.store.patch(organizationOf(req.principal), req.params.id, req.body)
-    if (req.body.pixels !== undefined) svc.displays.onPixelsChanged(display.id)
+    svc.displays.changed(organizationOf(req.principal), display.id)
     return { body: display }
   },
 })
@@ -125,7 +125,7 @@ export const rebindDisplayRoute = defineRoute({
     requireBroker(svc)
     const organizationId = organizationOf(req.principal)
     const { username, password } = await svc.displays.runtime.rebind(req.params.id, organizationId)
-    svc.displays.onPixelsChanged(req.params.id)
+    svc.displays.changed(organizationId, req.params.id)
     const display = await svc.displays.store.get(organizationId, req.params.id)
     return { body: { ...display, credential: { credentialId: display.credentialId, username, password } } }
   },
