@@ -9,6 +9,7 @@ import { apiKeys } from './0003-api-keys.js'
 import { printers } from './0004-printers.js'
 import { printerEvents } from './0005-printer-events.js'
 import { displays } from './0006-displays.js'
+import { shardTokens } from './0007-shard-tokens.js'
 
 export interface Migration {
   readonly version: number
@@ -16,4 +17,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens]

@@ -1,0 +1,333 @@
+/**
+ * The Redis `ShardDirectory` (issue 7; DESIGN section 6): several nodes with
+ * the same DATABASE_URL and REDIS_URL share the shards, one owner each.
+ *
+ * - Membership: every node heartbeats into a sorted set scored by its
+ *   expiry (Redis's clock, inside a Lua script, so node clocks never
+ *   disagree about who is alive).
+ * - Leases: one key per shard holding the owner's node id with a TTL. Take
+ *   (SET NX PX), renew and release are Lua scripts that check the holder in
+ *   the same step: no read-then-write race.
+ * - Fencing: each acquisition raises the shard's token in PostgreSQL
+ *   (shard_tokens); the shard counts as owned only once that commit is back.
+ *   The durable writes of the shard's actors carry the token, and
+ *   PostgreSQL refuses an older one.
+ * - Placement: rendezvous hashing over the live nodes. Every node computes
+ *   the same winner for every shard without talking to the others, a join
+ *   or leave moves only the shards whose winner changed (about 1/n), and
+ *   the move is gradual: at most `movesPerTick` releases and acquisitions
+ *   per tick.
+ * - Losing a lease: a shard is owned only until its last confirmed renewal
+ *   plus the lease minus a safety margin, measured on this node's monotonic
+ *   clock from before the renewal was sent. A node that stalls (GC pause,
+ *   SIGSTOP) therefore stops claiming its shards by itself the moment it
+ *   runs again, before any timer fires; listeners hear of the loss at the
+ *   next tick.
+ */
+import { Redis } from 'ioredis'
+import { createHash, randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import type { Sql } from 'postgres'
+import { shardCount, type ShardDirectory } from '../../actors/shard-directory.js'
+import type { Logger } from '../log.js'
+import type { MetricsRegistry } from '../metrics.js'
+
+export interface RedisShardDirectoryOptions {
+  redisUrl: string
+  /** Keys live under `printfarm:{keyspace}:shards:`; the database schema, so deployments sharing a Redis stay apart. */
+  keyspace: string
+  /** The fencing authority. */
+  sql: Sql
+  logger: Logger
+  metrics: MetricsRegistry
+  nodeId?: string
+  /** Lease TTL. A dead owner's shards move after at most this long. */
+  leaseMs?: number
+  /** Heartbeat, renewal and rebalance period; a fifth of the lease by default. */
+  tickMs?: number
+  /** Shards released and acquired per tick at most (a gradual rebalance). */
+  movesPerTick?: number
+  /** Shards, for tests with fewer than `shardCount`. */
+  shards?: number
+}
+
+/** Heartbeat: this node's expiry on Redis's clock; expired members dropped; the live members returned. */
+const heartbeatScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGE', KEYS[1], 0, -1)`
+
+/** Renew: for each key still held by ARGV[1], a new TTL; 1 where renewed, 0 where the lease is someone else's or gone. */
+const renewScript = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out`
+
+/** Release: delete the keys still held by ARGV[1]. */
+const releaseScript = `
+local n = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('DEL', key)
+    n = n + 1
+  end
+end
+return n`
+
+/** Rendezvous weight of a node for a shard: the highest wins. */
+export function placementWeight(nodeId: string, shard: number): bigint {
+  return createHash('sha256').update(`${nodeId}\u0000${shard}`).digest().readBigUInt64BE(0)
+}
+
+/** The winner of a shard among these nodes (undefined for none). */
+export function placementOf(shard: number, nodes: readonly string[]): string | undefined {
+  let best: string | undefined
+  let bestWeight = -1n
+  for (const node of nodes) {
+    const w = placementWeight(node, shard)
+    if (w > bestWeight || (w === bestWeight && best !== undefined && node < best)) {
+      best = node
+      bestWeight = w
+    }
+  }
+  return best
+}
+
+interface Held {
+  token: number
+  /** Owned until this moment (performance.now()): last confirmed renewal + lease - margin. */
+  validUntil: number
+}
+
+export class RedisShardDirectory implements ShardDirectory {
+  readonly nodeId: string
+  readonly #redis: Redis
+  readonly #o: Required<Omit<RedisShardDirectoryOptions, 'nodeId' | 'redisUrl'>>
+  readonly #prefix: string
+  readonly #held = new Map<number, Held>()
+  readonly #owners: (string | undefined)[]
+  readonly #lostListeners = new Set<(shard: number) => void>()
+  readonly #metrics
+  #members: string[] = []
+  #timer: NodeJS.Timeout | undefined
+  #ticking: Promise<void> | undefined
+  #stopped = false
+
+  constructor(options: RedisShardDirectoryOptions) {
+    const leaseMs = options.leaseMs ?? 10_000
+    this.nodeId = options.nodeId ?? `node-${randomBytes(6).toString('hex')}`
+    this.#o = {
+      keyspace: options.keyspace,
+      sql: options.sql,
+      logger: options.logger,
+      metrics: options.metrics,
+      leaseMs,
+      tickMs: options.tickMs ?? Math.max(50, Math.floor(leaseMs / 5)),
+      movesPerTick: options.movesPerTick ?? 32,
+      shards: options.shards ?? shardCount,
+    }
+    this.#prefix = `printfarm:${options.keyspace}:shards:`
+    this.#owners = new Array(this.#o.shards).fill(undefined)
+    this.#redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true })
+    this.#redis.on('error', (error: unknown) => this.#o.logger.warn('shard directory: Redis error', { error }))
+    const m = options.metrics
+    this.#metrics = {
+      owned: m.gauge('shards_owned', 'Shards this node holds a lease on.'),
+      renewals: m.counter('shard_lease_renewals_total', 'Shard lease renewals by outcome (renewed, lost).', ['outcome']),
+      acquisitions: m.counter('shard_acquisitions_total', 'Shards this node took.'),
+      releases: m.counter('shard_releases_total', 'Shards this node gave up for a rebalance or a shutdown.'),
+    }
+  }
+
+  #key(shard: number): string {
+    return `${this.#prefix}lease:${shard}`
+  }
+
+  get #membersKey(): string {
+    return `${this.#prefix}nodes`
+  }
+
+  /** The live nodes as of the last heartbeat. */
+  get members(): readonly string[] {
+    return this.#members
+  }
+
+  /** Shards held now (valid leases only). */
+  ownedShards(): number[] {
+    return [...this.#held.keys()].filter((s) => this.ownsShard(s)).sort((a, b) => a - b)
+  }
+
+  ownerOf(shard: number): string | undefined {
+    if (this.ownsShard(shard)) return this.nodeId
+    const owner = this.#owners[shard]
+    return owner === this.nodeId ? undefined : owner
+  }
+
+  ownsShard(shard: number): boolean {
+    const held = this.#held.get(shard)
+    return held !== undefined && performance.now() < held.validUntil
+  }
+
+  tokenOf(shard: number): number {
+    const held = this.#held.get(shard)
+    if (held === undefined || !this.ownsShard(shard)) throw new Error(`shard ${shard} is not owned by ${this.nodeId}`)
+    return held.token
+  }
+
+  onShardLost(listener: (shard: number) => void): () => void {
+    this.#lostListeners.add(listener)
+    return () => this.#lostListeners.delete(listener)
+  }
+
+  async start(): Promise<void> {
+    await this.#redis.connect()
+    await this.tick()
+    this.#schedule()
+  }
+
+  /** Gives every shard up (the next owners take them at once, without waiting for expiry) and leaves. */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    await this.#ticking
+    const shards = [...this.#held.keys()]
+    for (const shard of shards) this.#lose(shard)
+    try {
+      if (shards.length > 0) await this.#redis.eval(releaseScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
+      await this.#redis.zrem(this.#membersKey, this.nodeId)
+    } catch (error) {
+      this.#o.logger.warn('shard directory: leaving failed; leases expire by themselves', { error })
+    }
+    this.#redis.disconnect()
+  }
+
+  /** Ends without releasing anything, as a crash would: leases run out in Redis. For failure tests. */
+  abandon(): void {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    this.#redis.disconnect()
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return
+    this.#timer = setTimeout(() => {
+      this.#ticking = this.tick()
+        .catch((error: unknown) => this.#o.logger.warn('shard directory tick failed', { error }))
+        .finally(() => this.#schedule())
+    }, this.#o.tickMs)
+  }
+
+  /** One round: heartbeat, renew, release what moved away, take what is due, refresh the owner table. */
+  async tick(): Promise<void> {
+    // Leases that ran out on this node's clock (it stalled) are lost before anything else.
+    for (const shard of [...this.#held.keys()]) if (!this.ownsShard(shard)) this.#lose(shard)
+    const nodeTtl = this.#o.leaseMs
+    this.#members = ((await this.#redis.eval(heartbeatScript, 1, this.#membersKey, this.nodeId, nodeTtl)) as string[]).sort()
+    await this.#renew()
+    const wanted = (shard: number) => placementOf(shard, this.#members) === this.nodeId
+    const moveAway = [...this.#held.keys()].filter((s) => !wanted(s)).slice(0, this.#o.movesPerTick)
+    if (moveAway.length > 0) await this.#release(moveAway)
+    await this.#refreshOwners()
+    const free: number[] = []
+    for (let s = 0; s < this.#o.shards && free.length < this.#o.movesPerTick; s++) {
+      if (!this.#held.has(s) && this.#owners[s] === undefined && wanted(s)) free.push(s)
+    }
+    if (free.length > 0) await this.#acquire(free)
+    this.#metrics.owned.set({}, this.#held.size)
+  }
+
+  async #renew(): Promise<void> {
+    const shards = [...this.#held.keys()]
+    if (shards.length === 0) return
+    const sentAt = performance.now()
+    const renewed = (await this.#redis.eval(renewScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
+    const validUntil = sentAt + this.#o.leaseMs - this.#margin()
+    shards.forEach((shard, i) => {
+      const held = this.#held.get(shard)
+      if (held === undefined) return
+      if (renewed[i] === 1 && performance.now() < held.validUntil) {
+        held.validUntil = validUntil
+        this.#metrics.renewals.inc({ outcome: 'renewed' })
+      } else {
+        this.#metrics.renewals.inc({ outcome: 'lost' })
+        this.#o.logger.warn('shard lease lost', { shard, nodeId: this.nodeId })
+        this.#lose(shard)
+      }
+    })
+  }
+
+  /** A renewal must land before the lease ends on Redis's clock too: allow for a tick of delay and clock rate drift. */
+  #margin(): number {
+    return Math.min(this.#o.tickMs, this.#o.leaseMs / 4)
+  }
+
+  async #release(shards: number[]): Promise<void> {
+    for (const shard of shards) this.#lose(shard)
+    await this.#redis.eval(releaseScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
+    this.#metrics.releases.inc({}, shards.length)
+  }
+
+  async #acquire(shards: number[]): Promise<void> {
+    const sentAt = performance.now()
+    const pipeline = this.#redis.pipeline()
+    for (const s of shards) pipeline.set(this.#key(s), this.nodeId, 'PX', this.#o.leaseMs, 'NX')
+    const results = (await pipeline.exec()) ?? []
+    const taken = shards.filter((_, i) => results[i]?.[1] === 'OK')
+    if (taken.length === 0) return
+    let tokens: Map<number, number>
+    try {
+      tokens = await this.#raiseTokens(taken)
+    } catch (error) {
+      // Without a token the shard cannot be written: give the leases back for another node (or the next tick).
+      this.#o.logger.warn('shard directory: fencing tokens not raised; leases given back', { error })
+      await this.#redis.eval(releaseScript, taken.length, ...taken.map((s) => this.#key(s)), this.nodeId).catch(() => undefined)
+      return
+    }
+    const validUntil = sentAt + this.#o.leaseMs - this.#margin()
+    for (const shard of taken) {
+      this.#held.set(shard, { token: tokens.get(shard)!, validUntil })
+      this.#owners[shard] = this.nodeId
+    }
+    this.#metrics.acquisitions.inc({}, taken.length)
+  }
+
+  /** One statement for all shards taken in this tick: each token one higher than any before it. */
+  async #raiseTokens(shards: number[]): Promise<Map<number, number>> {
+    const sql = this.#o.sql
+    const rows = await sql<{ shard: number; token: string }[]>`
+      insert into shard_tokens (shard, token, owner)
+      select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s
+      on conflict (shard) do update set token = shard_tokens.token + 1, owner = excluded.owner, acquired_at = now()
+      returning shard, token`
+    return new Map(rows.map((r) => [r.shard, Number(r.token)]))
+  }
+
+  async #refreshOwners(): Promise<void> {
+    const keys = Array.from({ length: this.#o.shards }, (_, s) => this.#key(s))
+    const owners = await this.#redis.mget(...keys)
+    owners.forEach((owner, s) => {
+      this.#owners[s] = owner ?? undefined
+    })
+  }
+
+  #lose(shard: number): void {
+    if (!this.#held.delete(shard)) return
+    if (this.#owners[shard] === this.nodeId) this.#owners[shard] = undefined
+    for (const listener of this.#lostListeners) {
+      try {
+        listener(shard)
+      } catch (error) {
+        this.#o.logger.error('shard-lost listener failed', { shard, error })
+      }
+    }
+  }
+}
