@@ -4,6 +4,7 @@
  * together and stopped in order.
  */
 import { DisplayRuntime } from '../../actors/display-runtime.js'
+import { storedStatus } from '../../actors/display-persistence.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { configTopic, feedTopic } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
@@ -51,10 +52,18 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics)
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
   const liveChanges = new DisplayLiveChanges(store, logger)
+  const lastShown = new Map<string, string>()
   const runtime = new DisplayRuntime({
     persistence: store,
     transport: gateway,
-    onChange: (stored) => liveChanges.changed(stored.organizationId, stored.displayId),
+    onChange: (stored) => {
+      // Publication bookkeeping (attempt counts, the 45 s republish) changes nothing a dashboard
+      // shows: only a change of binding, generation, status, applied identity or error is read back.
+      const shown = JSON.stringify([stored.bindingEpoch, stored.generation, storedStatus(stored), stored.applied, stored.errorCode, stored.publishError])
+      if (lastShown.get(stored.displayId) === shown) return
+      lastShown.set(stored.displayId, shown)
+      liveChanges.changed(stored.organizationId, stored.displayId)
+    },
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
@@ -81,6 +90,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     async remove(organizationId, displayId) {
       const removed = await store.remove(organizationId, displayId)
       await runtime.forget(displayId)
+      lastShown.delete(displayId)
       // The display is gone from the store; a broker that missed this is brought in line by reconciliation.
       await gateway.revokeCredential(removed.credentialId).catch((error: unknown) => logger.warn('revoking a deleted display\'s credential failed', { error }))
       await Promise.all(

@@ -6,17 +6,13 @@
  * store and never a partial picture.
  *
  * Per display, one read at a time: changes arriving meanwhile are coalesced
- * into one more read (latest wins), and a view identical to the last one
- * handed on is not repeated (the 45 s republish bookkeeping changes nothing
- * a dashboard shows).
+ * into one more read (latest wins). Publication bookkeeping is filtered out
+ * before it gets here (src/displays/index.ts), so no read is spent on it.
  */
 import type { Logger } from '../log.js'
 import type { DisplayLive, DisplayStore } from './display-store.js'
 
 export type DisplayLiveListener = (organizationId: string, display: DisplayLive | { id: string; deleted: true }) => void
-
-/** Views remembered to skip repeats; beyond this the oldest is forgotten (a repeat then costs one frame). */
-const rememberedViews = 10_000
 
 export class DisplayLiveChanges {
   readonly #store: DisplayStore
@@ -24,7 +20,6 @@ export class DisplayLiveChanges {
   readonly #listeners = new Set<DisplayLiveListener>()
   readonly #reading = new Set<string>()
   readonly #again = new Set<string>()
-  readonly #last = new Map<string, string>()
 
   constructor(store: DisplayStore, logger: Logger) {
     this.#store = store
@@ -51,7 +46,7 @@ export class DisplayLiveChanges {
       for (;;) {
         this.#again.delete(displayId)
         const [display] = await this.#store.live(organizationId, displayId)
-        this.#emit(organizationId, displayId, display ?? { id: displayId, deleted: true })
+        for (const listener of this.#listeners) listener(organizationId, display ?? { id: displayId, deleted: true })
         if (!this.#again.has(displayId)) return
       }
     } catch (error) {
@@ -59,17 +54,5 @@ export class DisplayLiveChanges {
     } finally {
       this.#reading.delete(displayId)
     }
-  }
-
-  #emit(organizationId: string, displayId: string, display: DisplayLive | { id: string; deleted: true }): void {
-    const text = JSON.stringify(display)
-    if (this.#last.get(displayId) === text) return
-    // Re-inserted, so the map's order is the order of last change (the oldest is forgotten first).
-    this.#last.delete(displayId)
-    if (!('deleted' in display)) {
-      if (this.#last.size >= rememberedViews) this.#last.delete(this.#last.keys().next().value!)
-      this.#last.set(displayId, text)
-    }
-    for (const listener of this.#listeners) listener(organizationId, display)
   }
 }

@@ -169,9 +169,6 @@ export class DynamicSecurity {
   }
 }
 
-/** Plugin errors that mean the wanted state is already there (the wording of Mosquitto 2.0's plugin). */
-export const alreadyDone = (error: string | undefined): boolean => error === undefined || /already exists|not found/i.test(error)
-
 /**
  * Creates (or brings up to date) the service's role and MQTT user, with a
  * dynsec admin login. Idempotent: run it again to change the password or to

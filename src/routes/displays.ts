@@ -23,11 +23,9 @@ import { ServiceError } from '../../protocol/errors.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import { organizationOf } from '../auth/principal.js'
+import { invalidRequestCode, mutate, read } from './group-l-access.js'
 import { activationView } from '../displays/display-store.js'
 
-const read = { kind: 'organization', scope: 'fleet:read' } as const
-const mutate = { kind: 'organization', scope: 'fleet:write', admin: true } as const
-const invalidRequestCode = 'MQTT_DISPLAY_REQUEST_INVALID' as const
 const tags = ['status displays']
 
 function requireBroker(svc: Services): void {

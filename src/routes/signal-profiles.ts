@@ -22,10 +22,8 @@ import { Type } from '@sinclair/typebox'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import { organizationOf } from '../auth/principal.js'
+import { invalidRequestCode, mutate, read } from './group-l-access.js'
 
-const read = { kind: 'organization', scope: 'fleet:read' } as const
-const mutate = { kind: 'organization', scope: 'fleet:write', admin: true } as const
-const invalidRequestCode = 'MQTT_DISPLAY_REQUEST_INVALID' as const
 const tags = ['signal profiles']
 
 /** Who published a revision: the person, or the API key acting for the organization. */
