@@ -4,6 +4,7 @@
  * writer). src/displays implements it over PostgreSQL.
  */
 import type { DisplayCredential } from '../protocol/display-mqtt.js'
+import type { Fence } from './shard-directory.js'
 import { sameIdentity, type ActivationIdentity, type ActivationStatus } from '../machines/display-activation.js'
 
 export interface ReceiptSession {
@@ -53,6 +54,11 @@ export interface ActivationProgress {
   session: ReceiptSession | null
 }
 
+/**
+ * The writes of a display's actor carry its shard's fence (DESIGN section 6):
+ * a token older than the newest rejects with ShardUnavailable 'fenced' and
+ * nothing is written. Omitted: unfenced (tests, the local directory).
+ */
 export interface DisplayPersistence {
   load(displayId: string): Promise<StoredActivation | undefined>
   /**
@@ -61,15 +67,15 @@ export interface DisplayPersistence {
    * display_binding_epoch_conflict, signal_profile_activation_conflict,
    * signal_profile_capability_missing / _insufficient).
    */
-  assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
+  assign(displayId: string, request: AssignRequest, fence?: Fence): Promise<StoredActivation>
   /** Writes what receipts and publications changed; the write time, or undefined when the binding or generation moved on (nothing written). */
-  saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress): Promise<Date | undefined>
+  saveProgress(displayId: string, bindingEpoch: number, generation: number, progress: ActivationProgress, fence?: Fence): Promise<Date | undefined>
   /**
    * A new binding epoch and credential; the old credential is revoked and
    * the target cleared. `grant` runs before the commit: if the broker cannot
    * take the new credential, nothing changes.
    */
-  rebind(displayId: string, organizationId: string, grant: (credential: DisplayCredential) => Promise<void>): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
+  rebind(displayId: string, organizationId: string, grant: (credential: DisplayCredential) => Promise<void>, fence?: Fence): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }>
   /** Displays with a desired activation (what a restarted node publishes again). */
   targets(): Promise<string[]>
 }

@@ -20,6 +20,14 @@
  * The network publication runs outside the mailbox, so a broker that hangs
  * never stalls receipts or assignments behind it.
  *
+ * Several nodes: a display belongs to the shard of its id, and only the
+ * shard's owner runs its actor. Other nodes ignore its device messages and
+ * answer its API calls with 503 display_owner_unavailable (src/cluster
+ * forwards them to the owner first); the owner publishes alone, checking its
+ * lease before each publication, and every write carries the shard's fence.
+ * Taking a shard resumes its displays' delivery from the store; losing one
+ * drops their entries and timers.
+ *
  * Memory: an entry per display that was touched (a snapshot, a payload of at
  * most 1,000 characters, a timer). Displays number in the thousands per
  * farm, so entries are not passivated.
@@ -30,6 +38,7 @@ import { ServiceError } from '../protocol/errors.js'
 import { displayActivationMachine, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
 import { Mailbox } from './mailbox.js'
 import { storedStatus, type AssignRequest, type DisplayPersistence, type StoredActivation } from './display-persistence.js'
+import { LocalShardDirectory, ShardUnavailable, shardOf, type Fence, type ShardDirectory } from './shard-directory.js'
 
 export const newActivationIntervalMs = 1_000
 export const republishIntervalMs = 45_000
@@ -67,6 +76,8 @@ export const realTimers: Timers = {
 
 export interface DisplayRuntimeOptions {
   persistence: DisplayPersistence
+  /** Who owns which display (the local directory, owning all, by default). */
+  directory?: ShardDirectory
   transport: ProfileTransport
   timers?: Timers
   /** After every stored change of a target (live feed, metrics). */
@@ -81,6 +92,7 @@ type Snapshot = ReturnType<typeof displayActivationMachine.resolveState>
 
 interface Entry {
   readonly displayId: string
+  readonly shard: number
   readonly mailbox: Mailbox
   stored: StoredActivation
   snapshot: Snapshot
@@ -116,15 +128,28 @@ export class DisplayRuntime {
   /** Entries being loaded, so two first messages share one load. */
   readonly #loading = new Map<string, Promise<Entry | undefined>>()
   #stopping = false
+  readonly #directory: ShardDirectory
+  readonly #unsubscribe: (() => void)[] = []
 
   constructor(options: DisplayRuntimeOptions) {
     this.#options = options
     this.#timers = options.timers ?? realTimers
+    this.#directory = options.directory ?? new LocalShardDirectory()
   }
 
-  /** Publishes every stored target again (the restart rebuild). */
+  /** Publishes every stored target of the owned shards again (the restart rebuild), and follows shard moves. */
   async start(): Promise<number> {
-    const ids = await this.#options.persistence.targets()
+    this.#unsubscribe.push(
+      this.#directory.onShardLost((shard) => this.#dropShard(shard)),
+      this.#directory.onShardGained((shard) => {
+        void this.#resume((id) => shardOf(id) === shard).catch((error: unknown) => this.#background(`resuming shard ${shard}`, error))
+      }),
+    )
+    return this.#resume((id) => this.#directory.ownsShard(shardOf(id)))
+  }
+
+  async #resume(filter: (displayId: string) => boolean): Promise<number> {
+    const ids = (await this.#options.persistence.targets()).filter(filter)
     let scheduled = 0
     for (const id of ids) {
       const entry = await this.#entry(id)
@@ -137,6 +162,7 @@ export class DisplayRuntime {
 
   async stop(): Promise<void> {
     this.#stopping = true
+    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe()
     for (const entry of this.#entries.values()) this.#cancel(entry)
     await Promise.all([...this.#entries.values()].map((e) => e.mailbox.drained()))
   }
@@ -150,8 +176,8 @@ export class DisplayRuntime {
   /** SPEC group L rule 2 and 3: fenced, capability-checked, persisted, then published. */
   async assign(displayId: string, request: AssignRequest): Promise<StoredActivation> {
     const entry = await this.#known(displayId, request.organizationId)
-    return entry.mailbox.post(async () => {
-      const stored = await this.#options.persistence.assign(displayId, request)
+    return this.#owned(entry, async () => {
+      const stored = await this.#options.persistence.assign(displayId, request, this.#fence(entry))
       const sameBinding = stored.bindingEpoch === entry.stored.bindingEpoch && stored.credentialId === entry.stored.credentialId
       if (sameBinding && stored.desired !== null) {
         const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'ASSIGN', identity: stored.desired })
@@ -168,7 +194,7 @@ export class DisplayRuntime {
   /** SPEC part 3: a rejected or errored target goes back to sync_pending and publishing resumes. */
   async retry(displayId: string, organizationId: string): Promise<StoredActivation> {
     const entry = await this.#known(displayId, organizationId)
-    return entry.mailbox.post(async () => {
+    return this.#owned(entry, async () => {
       if (entry.stored.desired === null) throw new ServiceError('signal_profile_target_not_found', 'nothing is assigned to this display in its current binding')
       if (!entry.snapshot.can({ type: 'RETRY' })) throw new ServiceError('signal_profile_target_healthy', 'the target has no recorded error; delivery is going on or done')
       const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'RETRY' })
@@ -183,7 +209,7 @@ export class DisplayRuntime {
   async receipt(topic: DeviceTopic, receipt: Receipt & { organization_id: string; display_id: string; binding_epoch: number }): Promise<'accepted' | 'ignored'> {
     const consistent =
       receipt.organization_id === topic.organizationId && receipt.display_id === topic.displayId && receipt.binding_epoch === topic.bindingEpoch && receipt.credential_id === topic.credentialId
-    if (!consistent) return 'ignored'
+    if (!consistent || !this.#directory.ownsShard(shardOf(topic.displayId))) return 'ignored'
     const entry = await this.#entry(topic.displayId)
     if (entry === undefined) return 'ignored'
     return entry.mailbox.post(async () => {
@@ -206,8 +232,13 @@ export class DisplayRuntime {
   /** DESIGN section 10: new epoch, new credential, old one revoked, old retained configuration removed. */
   async rebind(displayId: string, organizationId: string): Promise<{ current: StoredActivation; username: string; password: string }> {
     const entry = await this.#known(displayId, organizationId)
-    return entry.mailbox.post(async () => {
-      const { previous, current, username, password } = await this.#options.persistence.rebind(displayId, organizationId, (credential) => this.#options.transport.grantCredential(credential))
+    return this.#owned(entry, async () => {
+      const { previous, current, username, password } = await this.#options.persistence.rebind(
+        displayId,
+        organizationId,
+        (credential) => this.#options.transport.grantCredential(credential),
+        this.#fence(entry),
+      )
       this.#cancel(entry)
       const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'REBIND', bindingEpoch: current.bindingEpoch, credentialId: current.credentialId })
       entry.snapshot = next
@@ -221,6 +252,7 @@ export class DisplayRuntime {
 
   /** The device lost its state and asked again: the current activation goes out again (within the 1/s limit). */
   async resync(displayId: string, bindingEpoch: number): Promise<void> {
+    if (!this.#directory.ownsShard(shardOf(displayId))) return
     const entry = await this.#entry(displayId)
     if (entry === undefined) return
     await entry.mailbox.post(async () => {
@@ -242,9 +274,47 @@ export class DisplayRuntime {
   /** A display of this organization, else 404 display_not_found (another organization's display is unknown here too). */
   async #known(displayId: string, organizationId: string): Promise<Entry> {
     if (this.#stopping) throw new ServiceError('shutting_down', 'this node is shutting down; retry')
+    if (!this.#directory.ownsShard(shardOf(displayId))) throw ownerUnavailable(new ShardUnavailable(shardOf(displayId), 'not_owned'))
     const entry = await this.#entry(displayId)
     if (entry === undefined || entry.stored.organizationId !== organizationId) throw new ServiceError('display_not_found', 'no display with that id in this organization')
     return entry
+  }
+
+  /** Whether this node runs the display's actor now (src/cluster routes API calls by it). */
+  owns(displayId: string): boolean {
+    return this.#directory.ownsShard(shardOf(displayId))
+  }
+
+  /** Runs an API message in the display's mailbox; a shard lost or fenced meanwhile is a 503, with nothing stored. */
+  #owned<T>(entry: Entry, task: () => Promise<T>): Promise<T> {
+    return entry.mailbox.post(async () => {
+      try {
+        return await task()
+      } catch (error) {
+        if (!(error instanceof ShardUnavailable)) throw error
+        this.#unavailable(error)
+        throw ownerUnavailable(error)
+      }
+    })
+  }
+
+  /** The fence of the entry's shard now; throws ShardUnavailable when this node no longer owns it. */
+  #fence(entry: Entry): Fence {
+    return { shard: entry.shard, token: this.#directory.tokenOf(entry.shard) }
+  }
+
+  #unavailable(error: ShardUnavailable): void {
+    if (error.reason === 'fenced') this.#directory.fenced(error.shard)
+    this.#dropShard(error.shard)
+  }
+
+  /** Forgets the displays of a shard another node now runs: timers off, entries gone. */
+  #dropShard(shard: number): void {
+    for (const [id, entry] of this.#entries) {
+      if (entry.shard !== shard) continue
+      this.#cancel(entry)
+      this.#entries.delete(id)
+    }
   }
 
   async #entry(displayId: string): Promise<Entry | undefined> {
@@ -254,7 +324,7 @@ export class DisplayRuntime {
     if (loading === undefined) {
       loading = this.#options.persistence.load(displayId).then((stored) => {
         if (stored === undefined) return undefined
-        const entry: Entry = { displayId, mailbox: new Mailbox(), stored, snapshot: hydrate(stored), timer: undefined, timerAt: 0, lastPublishAt: -Infinity, due: null, inFlight: false }
+        const entry: Entry = { displayId, shard: shardOf(displayId), mailbox: new Mailbox(), stored, snapshot: hydrate(stored), timer: undefined, timerAt: 0, lastPublishAt: -Infinity, due: null, inFlight: false }
         this.#entries.set(displayId, entry)
         return entry
       })
@@ -268,7 +338,7 @@ export class DisplayRuntime {
   async #save(entry: Entry, next: Snapshot): Promise<StoredActivation | undefined> {
     const c = next.context
     const progress = { applied: c.applied, errorCode: c.errorCode, publishError: c.publishError, publishAttempts: c.publishAttempts, session: c.session }
-    const updatedAt = await this.#options.persistence.saveProgress(entry.displayId, entry.stored.bindingEpoch, entry.stored.generation, progress)
+    const updatedAt = await this.#options.persistence.saveProgress(entry.displayId, entry.stored.bindingEpoch, entry.stored.generation, progress, this.#fence(entry))
     if (updatedAt === undefined) {
       // Another writer moved the binding or generation on: start again from what is stored.
       const stored = await this.#options.persistence.load(entry.displayId)
@@ -322,6 +392,11 @@ export class DisplayRuntime {
     const { desired, publishError, bindingEpoch } = entry.snapshot.context
     const stored = entry.stored
     if (kind === null || this.#stopping || entry.inFlight) return
+    // The lease is checked before every publication: a node that lost the shard never publishes beside its new owner.
+    if (!this.#directory.ownsShard(entry.shard)) {
+      entry.due = null
+      return this.#dropShard(entry.shard)
+    }
     if (desired === null || publishError !== null || stored.payload === null) {
       entry.due = null
       return
@@ -371,7 +446,10 @@ export class DisplayRuntime {
         entry.due = entry.due === 'new' ? 'new' : kind
         this.#arm(entry, this.#timers.now() + backoffMs(next.context.publishAttempts))
       })
-      .catch((error: unknown) => this.#background('publication outcome', error))
+      .catch((error: unknown) => {
+        if (error instanceof ShardUnavailable) this.#unavailable(error)
+        else this.#background('publication outcome', error)
+      })
       .finally(() => {
         // A publication due while this one was in flight goes out now.
         if (entry.due !== null && entry.timer === undefined) this.#arm(entry, Math.max(this.#timers.now(), entry.lastPublishAt + newActivationIntervalMs))
@@ -381,4 +459,9 @@ export class DisplayRuntime {
   #background(what: string, error: unknown): void {
     this.#options.onBackgroundError?.(what, error)
   }
+}
+
+function ownerUnavailable(cause: ShardUnavailable): ServiceError {
+  const message = cause.reason === 'fenced' ? "another node took the display's shard; nothing was stored; retry" : "this node does not own the display's shard now; retry"
+  return new ServiceError('display_owner_unavailable', message, { cause })
 }

@@ -42,7 +42,7 @@ export interface PrinterCommit {
   organizationId: string
   hostId: string | null
   assignmentEpoch: number
-  /** The shard's fencing token (issue 7 checks it in the same statement). */
+  /** The shard's fencing token, checked in the same statement (0: unfenced); a refusal rejects with ShardUnavailable 'fenced'. */
   fencingToken: number
   events: EventRecord[]
   highWaterSeqn: number
@@ -78,9 +78,10 @@ export interface PrinterPersistence {
   lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]>
   /**
    * Moves the printer to a host if its epoch is still `fromEpoch` (compare-and-set);
-   * false when the store moved on (another writer), so the actor rehydrates.
+   * false when the store moved on (another writer), so the actor rehydrates;
+   * rejects with ShardUnavailable 'fenced' when the token is not the newest.
    */
   assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number, fencingToken: number): Promise<boolean>
-  /** Printers still marked online that nobody has heard from since `before`, other than the live ones: marked offline. */
-  markSilentOffline(before: Date, liveIds: readonly string[]): Promise<string[]>
+  /** Printers still marked online that nobody has heard from since `before`, other than the live ones and those `owns` rejects: marked offline. */
+  markSilentOffline(before: Date, liveIds: readonly string[], owns?: (printerId: string) => boolean): Promise<string[]>
 }

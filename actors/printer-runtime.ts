@@ -16,7 +16,7 @@ import { ServiceError } from '../protocol/errors.js'
 import { Mailbox } from './mailbox.js'
 import { PrinterActor, type Clock, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
 import type { PersistedPrinterState, PrinterPersistence } from './printer-persistence.js'
-import { shardOf, type ShardDirectory } from './shard-directory.js'
+import { ShardUnavailable, shardOf, type ShardDirectory } from './shard-directory.js'
 
 export interface PrinterRuntimeOptions {
   directory: ShardDirectory
@@ -38,6 +38,7 @@ export interface PrinterRuntimeOptions {
 interface Entry {
   actor: PrinterActor
   mailbox: Mailbox
+  shard: number
 }
 
 /** A printer id is a UUID (the store's key); anything else cannot name one. */
@@ -52,11 +53,23 @@ export class PrinterRuntime {
   #sweep: ReturnType<typeof setInterval> | undefined
   #stopping = false
   readonly #now: () => number
+  readonly #unsubscribe: () => void
 
   constructor(options: PrinterRuntimeOptions) {
     this.#options = options
     this.#now = options.now ?? Date.now
     this.#logic = printerMachine.provide({ delays: { presenceTimeout: options.presenceTimeoutMs } })
+    // A lost shard's actors are caches of state another node now writes: dropped, never reused.
+    this.#unsubscribe = options.directory.onShardLost((shard) => this.dropShard(shard))
+  }
+
+  /** Forgets every actor of a shard (lost or fenced); a message in flight fails on its token and nothing of it is stored. */
+  dropShard(shard: number): void {
+    for (const [id, entry] of this.#entries) {
+      if (entry.shard !== shard) continue
+      this.#entries.delete(id)
+      void entry.mailbox.drained().then(() => entry.actor.stop())
+    }
   }
 
   get resident(): number {
@@ -73,6 +86,7 @@ export class PrinterRuntime {
   /** Stops taking messages, lets every mailbox finish, stops the actors. */
   async stop(): Promise<void> {
     this.#stopping = true
+    this.#unsubscribe()
     if (this.#sweep !== undefined) clearInterval(this.#sweep)
     await Promise.all([...this.#entries.values()].map((e) => e.mailbox.drained()))
     for (const entry of this.#entries.values()) entry.actor.stop()
@@ -134,7 +148,8 @@ export class PrinterRuntime {
       // Only actors online in memory keep their stored flag: a resident offline actor (rebuilt, or
       // hydrated by a non-event message) may have inherited a stale `online` from the store.
       const live = [...this.#entries].flatMap(([id, entry]) => (entry.actor.online ? [id] : []))
-      await this.#options.persistence.markSilentOffline(new Date(now - this.#options.presenceTimeoutMs), live)
+      const directory = this.#options.directory
+      await this.#options.persistence.markSilentOffline(new Date(now - this.#options.presenceTimeoutMs), live, (id) => directory.ownsShard(shardOf(id)))
     } catch (error) {
       this.#options.onBackgroundError?.('presence sweep', error)
     }
@@ -159,8 +174,8 @@ export class PrinterRuntime {
     if (!uuidPattern.test(printerId)) throw new ServiceError('printer_not_found', 'no such printer in this organization')
     const id = printerId.toLowerCase()
     const shard = shardOf(id)
-    // issue 7 forwards to the owner; until then a shard this node does not own cannot be served.
-    if (!this.#options.directory.ownsShard(shard)) throw new ServiceError('printer_owner_unavailable', "this node does not own the printer's shard now; retry")
+    // Routing to the owner happens before the runtime (src/cluster); here a shard not owned is refused.
+    if (!this.#options.directory.ownsShard(shard)) throw ownerUnavailable(new ShardUnavailable(shard, 'not_owned'))
     let entry = this.#entries.get(id)
     if (entry === undefined) {
       // The bound holds between sweeps too: the least recently used idle actors make room.
@@ -175,6 +190,12 @@ export class PrinterRuntime {
     return mailbox.post(async () => {
       try {
         return await task(actor)
+      } catch (error) {
+        if (!(error instanceof ShardUnavailable)) throw error
+        // The lease ran out mid-message, or the store saw a newer owner's token: nothing was stored.
+        if (error.reason === 'fenced') this.#options.directory.fenced(error.shard)
+        this.dropShard(error.shard)
+        throw ownerUnavailable(error)
       } finally {
         actor.lastUsed = this.#now()
         // An id that names no printer is not kept (unless more messages wait): unknown ids cannot fill memory.
@@ -195,7 +216,7 @@ export class PrinterRuntime {
       },
       onCommitted: (change) => this.#publish(change),
     })
-    const entry = { actor, mailbox }
+    const entry = { actor, mailbox, shard }
     this.#entries.set(id, entry)
     return entry
   }
@@ -213,4 +234,9 @@ export class PrinterRuntime {
       }
     })
   }
+}
+
+function ownerUnavailable(cause: ShardUnavailable): ServiceError {
+  const message = cause.reason === 'fenced' ? "another node took the printer's shard; nothing was stored; retry" : "this node does not own the printer's shard now; retry"
+  return new ServiceError('printer_owner_unavailable', message, { cause })
 }

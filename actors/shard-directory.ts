@@ -1,10 +1,10 @@
 /**
  * Who owns which entity (DESIGN section 6). Every entity key (a printer id,
  * later a display id) maps to one of a fixed number of shards by hash; a
- * `ShardDirectory` says which node owns a shard now. The local directory
- * (one node owns everything) is the only one until the Redis directory of
- * issue 7 arrives; the runtime is written against this interface so that
- * swap changes no caller.
+ * `ShardDirectory` says which node owns a shard now: the local directory
+ * (one node owns everything) or the Redis one of src/cluster (several
+ * nodes). The runtimes are written against this interface, so the choice
+ * changes no caller.
  */
 
 /** Fixed for the life of a deployment: changing it moves every entity at once. */
@@ -23,17 +23,24 @@ export function shardOf(key: string, shards: number = shardCount): number {
 export interface ShardDirectory {
   /** This node's id (unique among live nodes). */
   readonly nodeId: string
-  /** The owner of a shard now, or undefined while no node holds it (a lease in flight). */
+  /** The owner of a shard as of this node's last look, or undefined while no node holds it (a lease in flight). */
   ownerOf(shard: number): string | undefined
+  /** The owner of a shard asked of the directory now (this node's table may be a round old); optional. */
+  resolveOwner?(shard: number): Promise<string | undefined>
   ownsShard(shard: number): boolean
   /**
-   * The fencing token of a shard this node owns. Issue 7 raises it in
-   * PostgreSQL on every acquisition and checks it with every durable write;
-   * the local directory owns everything at token 1.
+   * The fencing token of a shard this node owns; throws ShardUnavailable when
+   * it does not own it now. The Redis directory raises it in PostgreSQL on
+   * every acquisition and the store refuses a write carrying an older one.
+   * 0 means unfenced: the local directory is the only writer by construction.
    */
   tokenOf(shard: number): number
   /** Called when this node loses a shard, so its actors are dropped; returns an unsubscribe. */
   onShardLost(listener: (shard: number) => void): () => void
+  /** Called when this node takes a shard (its actors may have work to resume); returns an unsubscribe. */
+  onShardGained(listener: (shard: number) => void): () => void
+  /** The store refused a write of this shard (a newer token exists): give the shard up now. */
+  fenced(shard: number): void
   start(): Promise<void>
   stop(): Promise<void>
 }
@@ -55,14 +62,43 @@ export class LocalShardDirectory implements ShardDirectory {
   }
 
   tokenOf(): number {
-    return 1
+    return 0
   }
 
   onShardLost(): () => void {
     return () => undefined
   }
 
+  onShardGained(): () => void {
+    return () => undefined
+  }
+
+  fenced(): void {}
+
   async start(): Promise<void> {}
 
   async stop(): Promise<void> {}
+}
+
+/**
+ * This node may not write the shard: it does not own it now, or the store
+ * refused its token because another node took the shard. Nothing was
+ * stored; the runtimes answer 503 with their own code and the client retries.
+ */
+export class ShardUnavailable extends Error {
+  readonly shard: number
+  readonly reason: 'not_owned' | 'fenced'
+
+  constructor(shard: number, reason: 'not_owned' | 'fenced') {
+    super(reason === 'fenced' ? `shard ${shard} was taken by another node (a newer fencing token)` : `shard ${shard} is not owned by this node now`)
+    this.name = 'ShardUnavailable'
+    this.shard = shard
+    this.reason = reason
+  }
+}
+
+/** The token a write of this shard carries now (0: unfenced). */
+export interface Fence {
+  shard: number
+  token: number
 }

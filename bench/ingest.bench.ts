@@ -141,7 +141,7 @@ interface LoadResult {
   generatorCpu: number
 }
 
-async function load(port: number, key: string, printers: Printer[], pid: number, variant: { retryShare: number; staleShare: number; inFlight: number }): Promise<LoadResult> {
+async function load(ports: number[], key: string, printers: Printer[], pids: number[], variant: { retryShare: number; staleShare: number; inFlight: number }): Promise<LoadResult> {
   const inFlight = variant.inFlight
   const headers = { 'x-api-key': key }
   const latencies: number[] = []
@@ -177,7 +177,8 @@ async function load(port: number, key: string, printers: Printer[], pid: number,
       const started = performance.now()
       let reply: Reply
       try {
-        reply = await call(port, 'POST', '/v1/printer-events/batch', headers, body)
+        // With two nodes the bridges spread over both: about half the batches land on a non-owner and are forwarded.
+        reply = await call(ports[i % ports.length]!, 'POST', '/v1/printer-events/batch', headers, body)
       } catch {
         errors++
         continue
@@ -204,14 +205,14 @@ async function load(port: number, key: string, printers: Printer[], pid: number,
   const running = Promise.all(workers.map(run))
   await new Promise((r) => setTimeout(r, warmupMs))
   measuring = true
-  const cpu0 = cpuSeconds(pid)
+  const cpu0 = pids.reduce((n, pid) => n + cpuSeconds(pid), 0)
   const pg0 = postgresCpuSeconds()
   const gen0 = process.cpuUsage()
   const t0 = performance.now()
   await new Promise((r) => setTimeout(r, durationMs))
   measuring = false
   const seconds = (performance.now() - t0) / 1000
-  const serverCpu = cpuSeconds(pid) - cpu0
+  const serverCpu = pids.reduce((n, pid) => n + cpuSeconds(pid), 0) - cpu0
   const postgresCpu = postgresCpuSeconds() - pg0
   const gen = process.cpuUsage(gen0)
   const generatorCpu = (gen.user + gen.system) / 1e6
@@ -288,22 +289,34 @@ try {
 }
 // BENCH_NODE_ARGS: extra flags for the server process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
 const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean)
-const child = startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
-  PORT: String(port),
-  HOST: '127.0.0.1',
-  DATA_DIR: dataDir,
-  LOG_LEVEL: 'warn',
-  MQTT_PORT: '0',
-  MQTT_URL: undefined,
-  REDIS_URL: undefined,
-  DATABASE_URL: databaseUrl,
-  DATABASE_SCHEMA: schema,
-  DATABASE_POOL_MAX: '10',
-  PRINTFARM_ADMIN_EMAIL: admin.email,
-  PRINTFARM_ADMIN_PASSWORD: admin.password,
-})
+// BENCH_NODES=2: two nodes behind the same bridges, sharing PostgreSQL and Redis (issue 7); the
+// one-node figure to compare with is BENCH_NODES=1 with BENCH_REDIS_URL set (the same shard directory, nothing forwarded).
+const nodeCount = Number(process.env['BENCH_NODES'] ?? 1)
+const redisUrl = process.env['BENCH_REDIS_URL'] ?? (nodeCount > 1 ? (process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379') : undefined)
+const ports = [port, ...(await Promise.all(Array.from({ length: nodeCount - 1 }, () => freePort())))]
+const secretKey = randomBytes(32).toString('base64')
+const children = ports.map((p, n) =>
+  startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+    PORT: String(p),
+    HOST: '127.0.0.1',
+    DATA_DIR: n === 0 ? dataDir : `${dataDir}-${n}`,
+    LOG_LEVEL: 'warn',
+    MQTT_PORT: '0',
+    MQTT_URL: undefined,
+    REDIS_URL: redisUrl,
+    NODE_ID: `bench-${n}`,
+    PRINTFARM_SECRET_KEY: secretKey,
+    PUBLIC_BASE_URL: 'http://bench.local',
+    DATABASE_URL: databaseUrl,
+    DATABASE_SCHEMA: schema,
+    DATABASE_POOL_MAX: '10',
+    PRINTFARM_ADMIN_EMAIL: admin.email,
+    PRINTFARM_ADMIN_PASSWORD: admin.password,
+  }),
+)
+const child = children[0]!
 try {
-  await waitForHttp(port, '/readyz')
+  for (const p of ports) await waitForHttp(p, '/readyz')
   const session = await json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin)))
   const auth = { authorization: `Bearer ${session.access_token ?? session.accessToken}` }
   const me = await json(call(port, 'GET', '/v1/me', auth))
@@ -328,10 +341,31 @@ try {
     p.epoch = moved.assignmentEpoch
   }
 
-  const plain = await load(port, key, printers, child.pid!, { retryShare: 0, staleShare: 0, inFlight })
-  const mixed = await load(port, key, printers, child.pid!, { retryShare: 0.1, staleShare: 0.01, inFlight })
+  const pids = children.map((c) => c.pid!)
+  if (nodeCount > 1) {
+    // The shards settle over the nodes before measuring (rendezvous placement, gradual moves).
+    for (let settled = false, tries = 0; !settled && tries < 300; tries++) {
+      const owned = await Promise.all(ports.map(async (p) => JSON.parse((await call(p, 'GET', '/readyz', {})).body).checks.shards.owned as number))
+      settled = owned.every((n) => n > 64) && owned.reduce((a, b) => a + b, 0) === 256
+      if (!settled) await new Promise((r) => setTimeout(r, 200))
+    }
+  }
+  const plain = await load(ports, key, printers, pids, { retryShare: 0, staleShare: 0, inFlight })
+  const mixed = await load(ports, key, printers, pids, { retryShare: 0.1, staleShare: 0.01, inFlight })
   // Latency at a lighter load: fewer batches in flight, so queueing does not dominate.
-  const light = await load(port, key, printers, child.pid!, { retryShare: 0, staleShare: 0, inFlight: lightInFlight })
+  const light = await load(ports, key, printers, pids, { retryShare: 0, staleShare: 0, inFlight: lightInFlight })
+  if (nodeCount > 1) {
+    const forwarded = await Promise.all(ports.map(async (p) => (await call(p, 'GET', '/metrics', {})).body))
+    const sum = (name: string) => forwarded.reduce((n, text) => n + Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? 0), 0)
+    const count = sum('forward_seconds_count{op="printer.ingest"}')
+    emit({
+      bench: 'ingest',
+      nodes: nodeCount,
+      forwarded_batches: count,
+      forward_mean_ms: round((sum('forward_seconds_sum{op="printer.ingest"}') / count) * 1000, 2),
+      forward_failures: sum('forwards_total{op="printer.ingest",outcome="timeout"}') + sum('forwards_total{op="printer.ingest",outcome="unreachable"}'),
+    })
+  }
 
   // What the group commit did over the whole run: flushes, events per flush, time per flush statement.
   const metrics = (await call(port, 'GET', '/metrics', {})).body
@@ -358,6 +392,8 @@ try {
     emit({
       bench: 'ingest',
       variant,
+      nodes: nodeCount,
+      shard_directory: redisUrl === undefined ? 'local' : 'redis',
       printers: printerCount,
       hosts,
       in_flight: n,
@@ -386,7 +422,8 @@ try {
     goal: '>= 0.5 with p99 < 100 ms',
   })
 } finally {
-  await stopProcess(child)
+  for (const c of children) await stopProcess(c)
+  for (let n = 1; n < nodeCount; n++) rmSync(`${dataDir}-${n}`, { recursive: true, force: true })
   agent.destroy()
   await setupSql`drop schema if exists ${setupSql(schema)} cascade`.catch(() => undefined)
   await setupSql.end()

@@ -173,6 +173,11 @@ export const errorCodes = {
     description: "The node that owns this printer's shard cannot take the request right now. Nothing was stored; retry after the Retry-After delay.",
     retryable: true,
   },
+  display_owner_unavailable: {
+    status: 503,
+    description: "The node that owns this display's shard cannot take the request right now (it is moving to another node). Nothing was stored; retry after the Retry-After delay.",
+    retryable: true,
+  },
   topic_not_found: {
     status: 404,
     description: 'Live feed: no such topic in this organization (a printer of another organization is unknown here too).',

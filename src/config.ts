@@ -44,6 +44,12 @@ export interface Config {
   secretKey: Buffer | undefined
   /** Silence after which a printer is offline. */
   presenceTimeoutMs: number
+  /** This node's id among several (REDIS_URL); random per start when unset. */
+  nodeId: string | undefined
+  /** Shard lease TTL: a dead node's printers and displays move after at most this long. */
+  shardLeaseMs: number
+  /** How long a request forwarded to a shard's owner waits for its answer. */
+  forwardTimeoutMs: number
   /** Days a stored printer event is kept after receipt. */
   eventRetentionDays: number
   /** Printer actors kept in memory at most (idle ones are passivated first). */
@@ -89,6 +95,9 @@ export const configVariables = [
   'PRESENCE_TIMEOUT_MS',
   'EVENT_RETENTION_DAYS',
   'PRINTER_ACTORS_MAX',
+  'NODE_ID',
+  'SHARD_LEASE_MS',
+  'FORWARD_TIMEOUT_MS',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -201,6 +210,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const presenceTimeoutMs = integer('PRESENCE_TIMEOUT_MS', 90_000, 1_000, 86_400_000)
   const eventRetentionDays = integer('EVENT_RETENTION_DAYS', 30, 1, 3_650)
   const printerActorsMax = integer('PRINTER_ACTORS_MAX', 100_000, 100, 10_000_000)
+  const nodeId = read('NODE_ID')
+  if (nodeId !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) problems.push(`NODE_ID must be 1-64 letters, digits, '.', '_' or '-', got '${nodeId}'`)
+  const shardLeaseMs = integer('SHARD_LEASE_MS', 10_000, 1_000, 300_000)
+  const forwardTimeoutMs = integer('FORWARD_TIMEOUT_MS', 10_000, 100, 300_000)
 
   if (problems.length) throw new ConfigError(problems)
   return {
@@ -230,6 +243,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     presenceTimeoutMs,
     eventRetentionDays,
     printerActorsMax,
+    nodeId,
+    shardLeaseMs,
+    forwardTimeoutMs,
   }
 }
 

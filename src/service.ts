@@ -3,6 +3,9 @@
  * stop() that drains it. The CLI, the tests and the benchmarks all start the
  * service through here, so they run the same stack.
  */
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Config } from './config.js'
 import { createLogger, type Logger } from './log.js'
 import { MetricsRegistry, registerProcessMetrics } from './metrics.js'
@@ -40,6 +43,10 @@ import { displayRoutes } from './routes/displays.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
 import { startDisplayNode, type DisplayNode } from './displays/index.js'
+import { LocalShardDirectory, type ShardDirectory } from '../actors/shard-directory.js'
+import { RedisShardDirectory } from './cluster/redis-shard-directory.js'
+import { Forwarder } from './cluster/forwarder.js'
+import { RoutedPrinters } from './cluster/routed-printers.js'
 
 export interface RunningService {
   readonly port: number
@@ -86,6 +93,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
   let bootstrap: RunningService['bootstrap']
   let printerNode: PrinterNode
   let displayNode: DisplayNode
+  let directory: ShardDirectory
+  let forwarder: Forwarder | undefined
   const displayStore = new DisplayStore(db.sql)
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
@@ -93,11 +102,36 @@ export async function startService(config: Config, options: StartOptions = {}): 
     sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
     keyring = await loadKeyring(db.sql, sealedBox, logger)
     bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
-    printerNode = await startPrinterNode(db, config, metrics, logger)
+    // With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all.
+    if (config.redisUrl !== undefined) {
+      const redisDirectory = new RedisShardDirectory({
+        redisUrl: config.redisUrl,
+        keyspace: config.databaseSchema,
+        sql: db.sql,
+        logger,
+        metrics,
+        nodeId: config.nodeId ?? persistentNodeId(config.dataDir),
+        leaseMs: config.shardLeaseMs,
+      })
+      directory = redisDirectory
+      try {
+        forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: redisDirectory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics })
+        await withTimeout(redisDirectory.start(), 5_000)
+      } catch (error) {
+        redisDirectory.abandon()
+        await forwarder?.close()
+        throw new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
+      }
+      const f = forwarder
+      started.push(() => f.close(), () => redisDirectory.stop())
+    } else {
+      directory = new LocalShardDirectory()
+    }
+    printerNode = await startPrinterNode(db, config, metrics, logger, directory)
     started.push(() => printerNode.stop())
     mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
     started.push(() => mqtt.close())
-    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics })
+    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
     started.push(() => displayNode.stop())
   } catch (error) {
     await undo()
@@ -111,8 +145,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const apiKeyUsage = new UsageLogWriter(db.sql, logger)
   const pairingWindowMs = loginFailureWindowMs
   const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
+  const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
   const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
-  // Display frames are this node's: display actors run on one node until issue 7 shards them.
+  // Display frames come from the node that runs the display's actor (not relayed across nodes).
   displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
   let relay: RedisRelay | undefined
   if (config.redisUrl !== undefined) {
@@ -125,6 +160,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const r = relay
     started.push(() => r.close())
     live.onLocalChange((change) => r.publish(change))
+    // The status feeds of this node's displays follow printers owned by other nodes too.
+    r.onReceived((change) => displayNode.feed.printerChanged(change.printer.id))
   }
   const services: Services = {
     config,
@@ -142,7 +179,15 @@ export async function startService(config: Config, options: StartOptions = {}): 
     apiKeyCache,
     apiKeyUsage,
     printerConfig: new PrinterConfigStore(db, sealedBox, logger),
-    printers: printerNode.runtime,
+    printers,
+    shards: {
+      readiness: () => ({
+        ok: directory instanceof RedisShardDirectory ? directory.ready : true,
+        kind: directory instanceof RedisShardDirectory ? 'redis' : 'local',
+        nodeId: directory.nodeId,
+        owned: directory instanceof RedisShardDirectory ? directory.ownedShards().length : 256,
+      }),
+    },
     live,
     profiles: new ProfileStore(db.sql),
     displays: displayNode,
@@ -199,6 +244,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
         // Actors finish their messages and the group commit writes its last flush before the store closes.
         await displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
         await printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
+        // Handoff: the actors drained and the group commit flushed above; only now are the leases
+        // released, so the next owner hydrates after this node's last write.
+        await directory.stop().catch((error: unknown) => logger.warn('releasing the shards failed; they expire by themselves', { error }))
+        await forwarder?.close()
         await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
         await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
         await relay?.close()
@@ -210,4 +259,30 @@ export async function startService(config: Config, options: StartOptions = {}): 
     })())
 
   return { port: http.port, url, services, http, bootstrap, stop }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * A node without NODE_ID keeps the id it drew the first time in DATA_DIR/node-id, so a restart
+ * (a crash, a deploy) reclaims its own shards at once instead of waiting for its old leases.
+ */
+function persistentNodeId(dataDir: string): string {
+  const file = join(dataDir, 'node-id')
+  try {
+    const id = readFileSync(file, 'utf8').trim()
+    if (/^[A-Za-z0-9._-]{1,64}$/.test(id)) return id
+  } catch {
+    // first start on this DATA_DIR
+  }
+  const id = `node-${randomBytes(6).toString('hex')}`
+  mkdirSync(dataDir, { recursive: true })
+  writeFileSync(file, `${id}\n`)
+  return id
 }

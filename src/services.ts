@@ -12,7 +12,7 @@ import type { Keyring } from './auth/keyring.js'
 import type { Sessions } from './auth/sessions.js'
 import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import type { PrinterConfigStore } from './printers/config-store.js'
-import type { PrinterRuntime } from '../actors/printer-runtime.js'
+import type { RoutedPrinters } from './cluster/routed-printers.js'
 import type { LiveFeed } from './live/index.js'
 import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
@@ -31,8 +31,10 @@ export interface Services {
   readonly db: Database
   readonly mqtt: MqttConnection
   readonly printerConfig: PrinterConfigStore
-  /** The printer actors of this node (ingestion, host moves, presence, filaments, maintenance). */
-  readonly printers: PrinterRuntime
+  /** The printer actors (ingestion, host moves, presence, filaments, maintenance), on this node or forwarded to their owner. */
+  readonly printers: RoutedPrinters
+  /** The shard directory as readiness sees it. */
+  readonly shards: { readiness(): { ok: boolean; kind: 'local' | 'redis'; nodeId: string; owned: number } }
   /** The live feed of this node (WebSocket /v1/live). */
   readonly live: LiveFeed
   /** Signal profiles and revisions (SPEC group L). */

@@ -44,6 +44,15 @@ export const ReadinessSchema = Type.Object(
           { ok: Type.Boolean(), kind: Type.Union([Type.Literal('embedded'), Type.Literal('external')]) },
           { description: 'Reported, not required: a broker outage affects displays, not the REST API.' },
         ),
+        shards: Type.Object(
+          {
+            ok: Type.Boolean(),
+            kind: Type.Union([Type.Literal('local'), Type.Literal('redis')]),
+            nodeId: Type.String(),
+            owned: Type.Integer({ minimum: 0 }),
+          },
+          { description: 'The shard directory: with Redis, not ok while this node holds no current lease table (its last round with Redis is older than a lease).' },
+        ),
       },
       { additionalProperties: true },
     ),

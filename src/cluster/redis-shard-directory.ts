@@ -15,8 +15,8 @@
  * - Placement: rendezvous hashing over the live nodes. Every node computes
  *   the same winner for every shard without talking to the others, a join
  *   or leave moves only the shards whose winner changed (about 1/n), and
- *   the move is gradual: at most `movesPerTick` releases and acquisitions
- *   per tick.
+ *   the move is gradual: at most `movesPerTick` releases per tick (free
+ *   shards are taken at once).
  * - Losing a lease: a shard is owned only until its last confirmed renewal
  *   plus the lease minus a safety margin, measured on this node's monotonic
  *   clock from before the renewal was sent. A node that stalls (GC pause,
@@ -28,7 +28,7 @@ import { Redis } from 'ioredis'
 import { createHash, randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { Sql } from 'postgres'
-import { shardCount, type ShardDirectory } from '../../actors/shard-directory.js'
+import { ShardUnavailable, shardCount, type ShardDirectory } from '../../actors/shard-directory.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 
@@ -65,6 +65,24 @@ local out = {}
 for i, key in ipairs(KEYS) do
   if redis.call('GET', key) == ARGV[1] then
     redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out`
+
+/**
+ * Take: a free lease, or one this node id already holds (a restart of the same node reclaims its
+ * shards at once instead of waiting for its old leases to expire; the token raise that follows
+ * fences its previous incarnation). 1 where taken.
+ */
+const takeScript = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('GET', key)
+  if holder == false or holder == ARGV[1] then
+    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
     out[i] = 1
   else
     out[i] = 0
@@ -116,6 +134,9 @@ export class RedisShardDirectory implements ShardDirectory {
   readonly #held = new Map<number, Held>()
   readonly #owners: (string | undefined)[]
   readonly #lostListeners = new Set<(shard: number) => void>()
+  readonly #gainedListeners = new Set<(shard: number) => void>()
+  /** A tick completed recently: this node knows the lease table (readiness). */
+  #tableAt = -Infinity
   readonly #metrics
   #members: string[] = []
   #timer: NodeJS.Timeout | undefined
@@ -142,7 +163,7 @@ export class RedisShardDirectory implements ShardDirectory {
     const m = options.metrics
     this.#metrics = {
       owned: m.gauge('shards_owned', 'Shards this node holds a lease on.'),
-      renewals: m.counter('shard_lease_renewals_total', 'Shard lease renewals by outcome (renewed, lost).', ['outcome']),
+      renewals: m.counter('shard_lease_renewals_total', 'Shard lease renewals by outcome: renewed; lost (Redis gave the lease to another node); expired (this node stalled past its lease); fenced (the store saw a newer token).', ['outcome']),
       acquisitions: m.counter('shard_acquisitions_total', 'Shards this node took.'),
       releases: m.counter('shard_releases_total', 'Shards this node gave up for a rebalance or a shutdown.'),
     }
@@ -172,6 +193,14 @@ export class RedisShardDirectory implements ShardDirectory {
     return owner === this.nodeId ? undefined : owner
   }
 
+  /** Reads the lease now: a shard that moved since this node's last round is found at once. */
+  async resolveOwner(shard: number): Promise<string | undefined> {
+    if (this.ownsShard(shard)) return this.nodeId
+    const owner = (await this.#redis.get(this.#key(shard))) ?? undefined
+    if (owner !== this.nodeId) this.#owners[shard] = owner
+    return owner === this.nodeId ? undefined : owner
+  }
+
   ownsShard(shard: number): boolean {
     const held = this.#held.get(shard)
     return held !== undefined && performance.now() < held.validUntil
@@ -179,13 +208,32 @@ export class RedisShardDirectory implements ShardDirectory {
 
   tokenOf(shard: number): number {
     const held = this.#held.get(shard)
-    if (held === undefined || !this.ownsShard(shard)) throw new Error(`shard ${shard} is not owned by ${this.nodeId}`)
+    if (held === undefined || !this.ownsShard(shard)) throw new ShardUnavailable(shard, 'not_owned')
     return held.token
   }
 
   onShardLost(listener: (shard: number) => void): () => void {
     this.#lostListeners.add(listener)
     return () => this.#lostListeners.delete(listener)
+  }
+
+  onShardGained(listener: (shard: number) => void): () => void {
+    this.#gainedListeners.add(listener)
+    return () => this.#gainedListeners.delete(listener)
+  }
+
+  /** Whether this node holds a current lease table: its last tick completed within a lease. */
+  get ready(): boolean {
+    return !this.#stopped && performance.now() - this.#tableAt < this.#o.leaseMs
+  }
+
+  /** The store refused this node's token: another node holds the shard. Give it up at once. */
+  fenced(shard: number): void {
+    if (!this.#held.has(shard)) return
+    this.#metrics.renewals.inc({ outcome: 'fenced' })
+    this.#o.logger.warn('shard fenced by a newer token; given up', { shard, nodeId: this.nodeId })
+    this.#lose(shard)
+    this.#redis.eval(releaseScript, 1, this.#key(shard), this.nodeId).catch(() => undefined)
   }
 
   async start(): Promise<void> {
@@ -229,7 +277,12 @@ export class RedisShardDirectory implements ShardDirectory {
   /** One round: heartbeat, renew, release what moved away, take what is due, refresh the owner table. */
   async tick(): Promise<void> {
     // Leases that ran out on this node's clock (it stalled) are lost before anything else.
-    for (const shard of [...this.#held.keys()]) if (!this.ownsShard(shard)) this.#lose(shard)
+    const expired = [...this.#held.keys()].filter((shard) => !this.ownsShard(shard))
+    if (expired.length > 0) {
+      this.#metrics.renewals.inc({ outcome: 'expired' }, expired.length)
+      this.#o.logger.warn('shard leases ran out before they were renewed (this node stalled); given up', { shards: expired.length, nodeId: this.nodeId })
+      for (const shard of expired) this.#lose(shard)
+    }
     const nodeTtl = this.#o.leaseMs
     this.#members = ((await this.#redis.eval(heartbeatScript, 1, this.#membersKey, this.nodeId, nodeTtl)) as string[]).sort()
     await this.#renew()
@@ -237,12 +290,16 @@ export class RedisShardDirectory implements ShardDirectory {
     const moveAway = [...this.#held.keys()].filter((s) => !wanted(s)).slice(0, this.#o.movesPerTick)
     if (moveAway.length > 0) await this.#release(moveAway)
     await this.#refreshOwners()
+    // Free shards (no lease anywhere) are taken all at once: no owner hands anything over, and a
+    // node starting alone owns every shard after its first round. Gradual moves come from the
+    // release limit above.
     const free: number[] = []
-    for (let s = 0; s < this.#o.shards && free.length < this.#o.movesPerTick; s++) {
-      if (!this.#held.has(s) && this.#owners[s] === undefined && wanted(s)) free.push(s)
+    for (let s = 0; s < this.#o.shards; s++) {
+      if (!this.#held.has(s) && (this.#owners[s] === undefined || this.#owners[s] === this.nodeId) && wanted(s)) free.push(s)
     }
     if (free.length > 0) await this.#acquire(free)
     this.#metrics.owned.set({}, this.#held.size)
+    this.#tableAt = performance.now()
   }
 
   async #renew(): Promise<void> {
@@ -278,10 +335,8 @@ export class RedisShardDirectory implements ShardDirectory {
 
   async #acquire(shards: number[]): Promise<void> {
     const sentAt = performance.now()
-    const pipeline = this.#redis.pipeline()
-    for (const s of shards) pipeline.set(this.#key(s), this.nodeId, 'PX', this.#o.leaseMs, 'NX')
-    const results = (await pipeline.exec()) ?? []
-    const taken = shards.filter((_, i) => results[i]?.[1] === 'OK')
+    const results = (await this.#redis.eval(takeScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
+    const taken = shards.filter((_, i) => results[i] === 1)
     if (taken.length === 0) return
     let tokens: Map<number, number>
     try {
@@ -298,16 +353,30 @@ export class RedisShardDirectory implements ShardDirectory {
       this.#owners[shard] = this.nodeId
     }
     this.#metrics.acquisitions.inc({}, taken.length)
+    for (const shard of taken) {
+      for (const listener of this.#gainedListeners) {
+        try {
+          listener(shard)
+        } catch (error) {
+          this.#o.logger.error('shard-gained listener failed', { shard, error })
+        }
+      }
+    }
   }
 
   /** One statement for all shards taken in this tick: each token one higher than any before it. */
   async #raiseTokens(shards: number[]): Promise<Map<number, number>> {
-    const sql = this.#o.sql
-    const rows = await sql<{ shard: number; token: string }[]>`
-      insert into shard_tokens (shard, token, owner)
-      select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s
-      on conflict (shard) do update set token = shard_tokens.token + 1, owner = excluded.owner, acquired_at = now()
-      returning shard, token`
+    // The raise waits for writes of the old owner that hold the token row (they commit first,
+    // so the new owner hydrates after them); bounded, so a stuck writer never stalls the tick
+    // and with it this node's renewals.
+    const rows = await this.#o.sql.begin(async (tx) => {
+      await tx.unsafe(`set local lock_timeout = '${Math.max(100, Math.floor(this.#o.tickMs / 2))}ms'`)
+      return tx<{ shard: number; token: string }[]>`
+        insert into shard_tokens (shard, token, owner)
+        select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s
+        on conflict (shard) do update set token = shard_tokens.token + 1, owner = excluded.owner, acquired_at = now()
+        returning shard, token`
+    })
     return new Map(rows.map((r) => [r.shard, Number(r.token)]))
   }
 

@@ -7,6 +7,8 @@
  * the writer read, in the statement itself: a writer that lost a race
  * changes nothing.
  */
+import type { Fence } from '../../actors/shard-directory.js'
+import { checkFence } from '../storage/fencing.js'
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
 import { baseTopic, configTopic, credentialTopic, feedTopic, type DisplayCredential, type SignalProfileCapability } from '../../protocol/display-mqtt.js'
@@ -273,8 +275,9 @@ export class DisplayStore implements DisplayPersistence {
     return row && stored(row)
   }
 
-  async assign(displayId: string, request: AssignRequest): Promise<StoredActivation> {
+  async assign(displayId: string, request: AssignRequest, fence?: Fence): Promise<StoredActivation> {
     return this.#sql.begin(async (tx) => {
+      await checkFence(tx, fence)
       const row = await this.#row(tx, displayId, true)
       if (row === undefined || row.organization_id !== request.organizationId) throw displayNotFound()
       const [revision] = await tx<{ id: string; sha256: string; capability_requirements: CapabilityRequirements }[]>`
@@ -305,8 +308,16 @@ export class DisplayStore implements DisplayPersistence {
     })
   }
 
-  async saveProgress(displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<Date | undefined> {
-    const [updated] = await this.#sql<{ activation_updated_at: Date }[]>`
+  async saveProgress(displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress, fence?: Fence): Promise<Date | undefined> {
+    if (fence !== undefined && fence.token > 0) return this.#sql.begin(async (tx) => {
+      await checkFence(tx, fence)
+      return this.#saveProgress(tx, displayId, bindingEpoch, generation, p)
+    })
+    return this.#saveProgress(this.#sql, displayId, bindingEpoch, generation, p)
+  }
+
+  async #saveProgress(sql: Sql | TransactionSql, displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<Date | undefined> {
+    const [updated] = await sql<{ activation_updated_at: Date }[]>`
       update displays set applied = ${p.applied === null ? null : JSON.stringify(p.applied)}::text::jsonb, error_code = ${p.errorCode},
         publish_error = ${p.publishError}, publish_attempts = ${p.publishAttempts},
         receipt_session = ${p.session === null ? null : JSON.stringify(p.session)}::text::jsonb, activation_updated_at = now()
@@ -315,9 +326,10 @@ export class DisplayStore implements DisplayPersistence {
     return updated?.activation_updated_at
   }
 
-  async rebind(displayId: string, organizationId: string, grant: GrantCredential): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {
+  async rebind(displayId: string, organizationId: string, grant: GrantCredential, fence?: Fence): Promise<{ previous: StoredActivation; current: StoredActivation; password: string; username: string }> {
     const credential = newCredential()
     return this.#sql.begin(async (tx) => {
+      await checkFence(tx, fence)
       const row = await this.#row(tx, displayId, true)
       if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
       const epoch = row.binding_epoch + 1

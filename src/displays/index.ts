@@ -2,9 +2,20 @@
  * The status-display part of a node: the store, the display actors with
  * their delivery worker, the MQTT gateway and the status feed, wired
  * together and stopped in order.
+ *
+ * Several nodes: the owner of a display's shard runs its actor, answers its
+ * device messages and publishes its profile and status feed; the API calls
+ * that go through the actor (assign, retry, rebind) are forwarded to it, and
+ * changes made elsewhere (rename, pixels, delete) are announced to it. The
+ * rebind answer carries the new one-time password back from the owner over
+ * Redis, like every forwarded answer: Redis is the deployment's internal
+ * transport, not a public one.
  */
 import { DisplayRuntime } from '../../actors/display-runtime.js'
-import { storedStatus } from '../../actors/display-persistence.js'
+import { storedStatus, type AssignRequest, type StoredActivation } from '../../actors/display-persistence.js'
+import { LocalShardDirectory, shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
+import { ServiceError } from '../../protocol/errors.js'
+import { ForwardFailed, type Forwarder } from '../cluster/forwarder.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { configTopic, feedTopic } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
@@ -32,6 +43,10 @@ export interface DisplayNode {
   onLiveChange(listener: DisplayLiveListener): () => void
   /** Deletes a display: credential revoked and disconnected, retained messages removed. */
   remove(organizationId: string, displayId: string): Promise<void>
+  /** SPEC group L: through the display's actor, on whichever node owns it. */
+  assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
+  retry(displayId: string, organizationId: string): Promise<StoredActivation>
+  rebind(displayId: string, organizationId: string): Promise<{ current: StoredActivation; username: string; password: string }>
   stop(): Promise<void>
 }
 
@@ -44,6 +59,10 @@ export interface DisplayNodeOptions {
   printers: PrinterRuntime
   logger: Logger
   metrics: MetricsRegistry
+  /** Who owns which display (local: this node owns all). */
+  directory?: ShardDirectory
+  /** Node-to-node calls, with several nodes. */
+  forwarder?: Forwarder | undefined
 }
 
 export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
@@ -53,8 +72,11 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
   const liveChanges = new DisplayLiveChanges(store, logger)
   const lastShown = new Map<string, string>()
+  const directory: ShardDirectory = options.directory ?? new LocalShardDirectory()
+  const owns = (displayId: string) => directory.ownsShard(shardOf(displayId))
   const runtime = new DisplayRuntime({
     persistence: store,
+    directory,
     transport: gateway,
     onChange: (stored) => {
       // Publication bookkeeping (attempt counts, the 45 s republish) changes nothing a dashboard
@@ -67,9 +89,40 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
-  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger })
+  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
-  await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId) })
+  await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId), owns })
+  const unsubscribeShards = [
+    directory.onShardGained((shard) => void feed.resume((id) => shardOf(id) === shard).catch((error: unknown) => logger.warn('status feed resume failed', { shard, error }))),
+    directory.onShardLost((shard) => feed.drop((id) => shardOf(id) === shard)),
+  ]
+  const forwarder = options.forwarder
+  /** Runs `here` when this node owns the display, else asks the owner; 503 display_owner_unavailable while none can answer. */
+  const route = async <T>(displayId: string, op: string, args: Record<string, unknown>, here: () => Promise<T>): Promise<T> => {
+    if (forwarder === undefined || owns(displayId)) return here()
+    const owner = directory.ownerOf(shardOf(displayId)) ?? (await directory.resolveOwner?.(shardOf(displayId)).catch(() => undefined))
+    if (owner === undefined) throw new ServiceError('display_owner_unavailable', "no node holds the display's shard right now (it is moving after a node left); retry")
+    try {
+      return (await forwarder.call(owner, op, args)) as T
+    } catch (error) {
+      if (error instanceof ForwardFailed) throw new ServiceError('display_owner_unavailable', `${error.message}; nothing is known to be stored; retry`, { cause: error })
+      throw error
+    }
+  }
+  const changedHere = (organizationId: string, displayId: string) => {
+    reloadFeed(displayId)
+    liveChanges.changed(organizationId, displayId)
+  }
+  forwarder?.handle('display.assign', (a) => runtime.assign(a['displayId'] as string, a['request'] as AssignRequest))
+  forwarder?.handle('display.retry', (a) => runtime.retry(a['displayId'] as string, a['organizationId'] as string))
+  forwarder?.handle('display.rebind', (a) => runtime.rebind(a['displayId'] as string, a['organizationId'] as string))
+  forwarder?.handle('display.changed', async (a) => changedHere(a['organizationId'] as string, a['displayId'] as string))
+  forwarder?.handle('display.forget', (a) => runtime.forget(a['displayId'] as string))
+  /** Tells the owner (this node or another) that the display changed in the store; best effort (a new owner reads the store anyway). */
+  const announce = (organizationId: string, displayId: string, op: 'display.changed' | 'display.forget'): void => {
+    const here = op === 'display.changed' ? async () => changedHere(organizationId, displayId) : () => runtime.forget(displayId)
+    route(displayId, op, { organizationId, displayId }, here).catch((error: unknown) => logger.warn('announcing a display change to its owner failed', { displayId, error }))
+  }
   // SPEC part 6 rule 5: retained configuration comes back from the store, not from the broker.
   const republished = await runtime.start()
   await feed.start()
@@ -83,25 +136,28 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     credentials,
     feed,
     changed(organizationId, displayId) {
-      reloadFeed(displayId)
-      liveChanges.changed(organizationId, displayId)
+      announce(organizationId, displayId, 'display.changed')
     },
+    assign: (displayId, request) => route(displayId, 'display.assign', { displayId, request }, () => runtime.assign(displayId, request)),
+    retry: (displayId, organizationId) => route(displayId, 'display.retry', { displayId, organizationId }, () => runtime.retry(displayId, organizationId)),
+    rebind: (displayId, organizationId) => route(displayId, 'display.rebind', { displayId, organizationId }, () => runtime.rebind(displayId, organizationId)),
     onLiveChange: (listener) => liveChanges.onChange(listener),
     async remove(organizationId, displayId) {
       const removed = await store.remove(organizationId, displayId)
-      await runtime.forget(displayId)
+      if (owns(displayId)) await runtime.forget(displayId)
+      else announce(organizationId, displayId, 'display.forget')
       lastShown.delete(displayId)
       // The display is gone from the store; a broker that missed this is brought in line by reconciliation.
       await gateway.revokeCredential(removed.credentialId).catch((error: unknown) => logger.warn('revoking a deleted display\'s credential failed', { error }))
       await Promise.all(
         [configTopic(removed), feedTopic(removed)].map((topic) => gateway.publishRetained(topic, '').catch((error: unknown) => logger.warn('clearing a retained message failed', { topic, error }))),
       )
-      reloadFeed(displayId)
-      liveChanges.changed(organizationId, displayId)
+      announce(organizationId, displayId, 'display.changed')
     },
     async stop() {
       credentials.stop()
       unsubscribe()
+      for (const off of unsubscribeShards) off()
       feed.stop()
       await runtime.stop()
     },

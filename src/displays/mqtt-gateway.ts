@@ -45,6 +45,8 @@ export interface DisplayGatewayHooks {
   onResync?: (displayId: string) => void
   /** A capability report of a current credential was recorded. */
   onCapabilities?: (address: DisplayAddress) => void
+  /** Whether this node runs the display now: with several nodes every node hears every display, and only the owner answers. */
+  owns?: (displayId: string) => boolean
 }
 
 export class DisplayGateway implements ProfileTransport {
@@ -137,6 +139,7 @@ export class DisplayGateway implements ProfileTransport {
     // An empty payload is how a retained message is deleted (the service's own clearing comes back
     // on its subscription); it carries nothing from a device.
     if (payload.length === 0) return count('empty')
+    if (this.#hooks.owns?.(device.displayId) === false) return count('other_node')
     const limit = device.kind === 'receipt' ? maxReceiptBytes : maxDeviceMessageBytes
     if (payload.length > limit) return count('too_large')
     let body: unknown

@@ -37,6 +37,8 @@ export interface StatusFeedOptions {
   snapshots: Snapshots
   publish: (topic: string, payload: string) => Promise<void>
   logger: Logger
+  /** Whether this node publishes the display's feed (the owner of its shard); all by default. */
+  owns?: (displayId: string) => boolean
   /** Publications in flight at once (a farm of thousands of displays refreshes in waves, not all at once). */
   concurrency?: number
   tickMs?: number
@@ -55,9 +57,23 @@ export class StatusFeed {
   }
 
   async start(): Promise<void> {
-    for (const { displayId } of await this.#options.store.allPixels()) await this.reload(displayId)
+    await this.resume(() => true)
     this.#timer = setInterval(() => this.tick(), this.#options.tickMs ?? 1_000)
     this.#timer.unref()
+  }
+
+  /** Loads the feeds of the owned displays `filter` selects (start, a shard taken). */
+  async resume(filter: (displayId: string) => boolean): Promise<void> {
+    for (const { displayId } of await this.#options.store.allPixels()) if (filter(displayId)) await this.reload(displayId)
+  }
+
+  /** Forgets the feeds of displays another node now publishes (a shard lost). */
+  drop(filter: (displayId: string) => boolean): void {
+    for (const [displayId, entry] of this.#displays) {
+      if (!filter(displayId)) continue
+      for (const printerId of entry.pixels) this.#byPrinter.get(printerId)?.delete(displayId)
+      this.#displays.delete(displayId)
+    }
   }
 
   stop(): void {
@@ -75,6 +91,7 @@ export class StatusFeed {
 
   /** Reads a display's pixels and binding again (registered, changed, rebound, resynced); undefined address = deleted. */
   async reload(displayId: string): Promise<void> {
+    if (this.#options.owns?.(displayId) === false) return this.drop((id) => id === displayId)
     const current = await this.#options.store.pixelsOf(displayId)
     const previous = this.#displays.get(displayId)
     if (previous !== undefined) {

@@ -38,6 +38,7 @@ export class RedisRelay {
   readonly #logger: Logger
   readonly #failures
   readonly #received
+  readonly #listeners = new Set<(change: LiveChange) => void>()
 
   private constructor(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry) {
     this.#channel = `printfarm:${schema}:live`
@@ -59,7 +60,14 @@ export class RedisRelay {
       if (envelope.n === this.#node) return
       this.#received.inc()
       hub.printerChanged(envelope.c)
+      for (const listener of this.#listeners) listener(envelope.c)
     })
+  }
+
+  /** Another node's printer changed (status feeds of the displays this node owns follow it). */
+  onReceived(listener: (change: LiveChange) => void): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
   }
 
   static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {

@@ -20,10 +20,19 @@
  * a COPY writable that the server rejects after CopyDone, leaking the
  * connection in an aborted transaction (porsager/postgres#1173, open). One
  * INSERT ... ON CONFLICT DO NOTHING per flush keeps duplicates a non-event.
+ *
+ * Fencing (DESIGN section 6): each unit carries its shard's token. The
+ * statement takes a share lock on the shards' token rows and writes only the
+ * units whose token is still the newest; the others are refused
+ * (ShardUnavailable 'fenced') and nothing of theirs is stored. The lock
+ * orders the flush against a new owner's token raise: either the flush
+ * commits first (and the new owner hydrates after it) or it sees the raised
+ * token. Token 0 (the local directory) is not checked.
  */
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
 import { ServiceError } from '../../protocol/errors.js'
+import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
 import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef } from '../../actors/printer-persistence.js'
 import type { Histogram } from '../metrics.js'
 import type { Database } from '../storage/database.js'
@@ -115,17 +124,34 @@ export class PgPrinterPersistence implements PrinterPersistence {
         and (event_id = any(${eventIds as string[]}::text[]) or idempotency_key = any(${idempotencyKeys as string[]}::text[]))`
   }
 
-  async assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number): Promise<boolean> {
-    const rows = await this.#db.sql`
-      update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = now()
-      where id = ${printerId} and assignment_epoch = ${fromEpoch} returning id`
-    return rows.length === 1
+  async assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number, fencingToken: number): Promise<boolean> {
+    const shard = shardOf(printerId)
+    const [row] = await this.#db.sql<{ moved: boolean; fenced: boolean }[]>`
+      with tok as (
+        select token from shard_tokens where shard = ${shard} and ${fencingToken}::bigint > 0 for share
+      ), moved as (
+        update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = now()
+        where id = ${printerId} and assignment_epoch = ${fromEpoch} and not exists (select 1 from tok where token > ${fencingToken}::bigint)
+        returning id
+      )
+      select exists (select 1 from moved) as moved, exists (select 1 from tok where token > ${fencingToken}::bigint) as fenced`
+    if (row?.fenced === true) throw new ShardUnavailable(shard, 'fenced')
+    return row?.moved === true
   }
 
-  async markSilentOffline(before: Date, liveIds: readonly string[]): Promise<string[]> {
+  /**
+   * Not fenced: it only ever sets online = false on a row whose last sign of life is older than
+   * \`before\`, and every write of an owner sets seen_at, so it cannot undo an owner's newer write.
+   * With several nodes each sweeps its own shards only (\`owns\`).
+   */
+  async markSilentOffline(before: Date, liveIds: readonly string[], owns: (printerId: string) => boolean = () => true): Promise<string[]> {
+    const candidates = await this.#db.sql<{ printer_id: string }[]>`
+      select printer_id from printer_state where online and seen_at < ${before} and printer_id <> all(${liveIds as string[]}::uuid[])`
+    const mine = candidates.map((r) => r.printer_id).filter(owns)
+    if (mine.length === 0) return []
     const rows = await this.#db.sql<{ printer_id: string }[]>`
       update printer_state set online = false, updated_at = now()
-      where online and seen_at < ${before} and printer_id <> all(${liveIds as string[]}::uuid[])
+      where printer_id = any(${mine}::uuid[]) and online and seen_at < ${before}
       returning printer_id`
     return rows.map((r) => r.printer_id)
   }
@@ -162,9 +188,12 @@ export class PgPrinterPersistence implements PrinterPersistence {
   async #flush(batch: Pending[]): Promise<void> {
     const started = performance.now()
     try {
-      const inserted = await this.#write(batch.map((p) => p.unit))
+      const { inserted, fenced } = await this.#write(batch.map((p) => p.unit))
       this.#options.flushSize?.observe({}, batch.reduce((n, p) => n + p.unit.events.length, 0))
-      for (const pending of batch) pending.resolve({ inserted: inserted.get(pending.unit.printerId) ?? new Set() })
+      for (const pending of batch) {
+        if (fenced.has(pending.unit.printerId)) pending.reject(new ShardUnavailable(shardOf(pending.unit.printerId), 'fenced'))
+        else pending.resolve({ inserted: inserted.get(pending.unit.printerId) ?? new Set() })
+      }
     } catch (error) {
       if (batch.length > 1 && isDataError(error)) {
         // One unit's data broke the statement: bisect to find it (log2 steps, never a
@@ -181,11 +210,18 @@ export class PgPrinterPersistence implements PrinterPersistence {
     }
   }
 
-  async #write(units: readonly PrinterCommit[]): Promise<Map<string, Set<string>>> {
+  async #write(units: readonly PrinterCommit[]): Promise<{ inserted: Map<string, Set<string>>; fenced: Set<string> }> {
     const events: unknown[] = []
     const states: unknown[] = []
     const jobs: unknown[] = []
+    const fences: { p: string; sh: number; tk: number }[] = []
+    const fencedShards = new Set<number>()
     for (const u of units) {
+      if (u.fencingToken > 0) {
+        const shard = shardOf(u.printerId)
+        fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken })
+        fencedShards.add(shard)
+      }
       for (const e of u.events) {
         events.push({
           p: u.printerId,
@@ -216,18 +252,26 @@ export class PgPrinterPersistence implements PrinterPersistence {
       throw new UnencodableRows(error)
     }
     const sql = this.#db.sql
-    const rows = await sql<{ p: string; e: string }[]>`
-      with ev as (
+    const rows = await sql<{ p: string; e: string | null }[]>`
+      with fu as (
+        select p, sh, tk from jsonb_to_recordset(${JSON.stringify(fences)}::text::jsonb) as r(p uuid, sh integer, tk bigint)
+      ), tok as (
+        select shard, token from shard_tokens where shard = any(${[...fencedShards]}::int[]) for share
+      ), refused as (
+        select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
+      ), ev as (
         insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data)
         select p, o, a, s, e, k, t, h, at, d, j, x
         from jsonb_to_recordset(${eventsJson}::text::jsonb)
           as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x jsonb)
+        where p not in (select p from refused)
         on conflict do nothing
         returning printer_id as p, event_id as e
       ), st as (
         insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
         select p, o, a, hw, st, "on", case when seen then now() end, now()
         from jsonb_to_recordset(${statesJson}::text::jsonb) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
+        where p not in (select p from refused)
         on conflict (printer_id) do update set
           seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
           online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
@@ -236,18 +280,24 @@ export class PgPrinterPersistence implements PrinterPersistence {
         select id, o, p, n, s, pr, sa, ea
         from jsonb_to_recordset(${jobsJson}::text::jsonb)
           as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision)
+        where p not in (select p from refused)
         on conflict (id) do update set
           name = coalesce(excluded.name, cur.name), state = excluded.state, progress = excluded.progress,
           ended_at_ms = excluded.ended_at_ms, updated_at = now()
       )
-      select p::text as p, e from ev`
+      select p::text as p, e from ev union all select p::text as p, null as e from refused`
     const inserted = new Map<string, Set<string>>()
+    const fenced = new Set<string>()
     for (const row of rows) {
+      if (row.e === null) {
+        fenced.add(row.p)
+        continue
+      }
       let set = inserted.get(row.p)
       if (set === undefined) inserted.set(row.p, (set = new Set()))
       set.add(row.e)
     }
-    return inserted
+    return { inserted, fenced }
   }
 }
 

@@ -1,8 +1,9 @@
 /**
- * Wires the printer actors of this node: the shard directory (local until
- * issue 7), the PostgreSQL persistence with its group commit, the retention
- * sweep, and their metrics. Stopping drains in order: actors first (their
- * last messages commit), then the writer, then the sweeps.
+ * Wires the printer actors of this node: the PostgreSQL persistence with
+ * its group commit, the retention sweep, and their metrics, over the shard
+ * directory the service gives (started and stopped by the service, since
+ * the displays share it). Stopping drains in order: actors first (their last
+ * messages commit), then the writer, then the sweeps.
  */
 import { LocalShardDirectory, type ShardDirectory } from '../../actors/shard-directory.js'
 import { PrinterRuntime } from '../../actors/printer-runtime.js'
@@ -43,7 +44,6 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
   })
   metrics.gauge('printer_actors_resident', 'Printer actors in memory on this node.', [], (g) => g.set({}, runtime.resident))
   const retention = new EventRetention(db, config.eventRetentionDays, logger)
-  await directory.start()
   runtime.start()
   retention.start()
   return {
@@ -54,7 +54,6 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
       await runtime.stop()
       await persistence.flushed()
       await retention.stop()
-      await directory.stop()
     },
   }
 }

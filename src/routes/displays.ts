@@ -118,11 +118,11 @@ export const rebindDisplayRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: IdParams, body: EmptyBody },
   responses: { 200: { description: 'The display and its new credential.', schema: DisplayWithCredentialSchema } },
-  errors: ['display_not_found', 'MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable'],
+  errors: ['display_not_found', 'MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable', 'display_owner_unavailable'],
   handler: async (req, svc: Services) => {
     requireBroker(svc)
     const organizationId = organizationOf(req.principal)
-    const { username, password } = await svc.displays.runtime.rebind(req.params.id, organizationId)
+    const { username, password } = await svc.displays.rebind(req.params.id, organizationId)
     svc.displays.changed(organizationId, req.params.id)
     const display = await svc.displays.store.get(organizationId, req.params.id)
     return { body: { ...display, credential: { credentialId: display.credentialId, username, password } } }
@@ -197,10 +197,11 @@ export const assignProfileRoute = defineRoute({
     'signal_profile_capability_missing',
     'signal_profile_capability_insufficient',
     'MQTT_DISPLAY_NOT_CONFIGURED',
+    'display_owner_unavailable',
   ],
   handler: async (req, svc: Services) => {
     requireBroker(svc)
-    const stored = await svc.displays.runtime.assign(req.params.id, {
+    const stored = await svc.displays.assign(req.params.id, {
       organizationId: organizationOf(req.principal),
       revisionId: req.body.profileRevisionId,
       expectedBindingEpoch: req.body.expectedBindingEpoch,
@@ -221,10 +222,10 @@ export const retryProfileRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: IdParams, body: EmptyBody },
   responses: { 200: { description: 'The target.', schema: DesiredActivationSchema } },
-  errors: ['display_not_found', 'signal_profile_target_not_found', 'signal_profile_target_healthy', 'MQTT_DISPLAY_NOT_CONFIGURED'],
+  errors: ['display_not_found', 'signal_profile_target_not_found', 'signal_profile_target_healthy', 'MQTT_DISPLAY_NOT_CONFIGURED', 'display_owner_unavailable'],
   handler: async (req, svc: Services) => {
     requireBroker(svc)
-    return { body: activationView(await svc.displays.runtime.retry(req.params.id, organizationOf(req.principal))) }
+    return { body: activationView(await svc.displays.retry(req.params.id, organizationOf(req.principal))) }
   },
 })
 

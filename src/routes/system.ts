@@ -56,8 +56,9 @@ export const readinessRoute = defineRoute({
     // The broker is reported but does not gate readiness: without it displays
     // go stale, while bridges and dashboards are still served.
     const broker = { ok: svc.mqtt.client.connected, kind: svc.mqtt.kind }
-    const ready = store.ok && migrations.ok && accepting.ok
-    const body: Readiness = { ready, checks: { store, migrations, accepting, broker } }
+    const shards = svc.shards.readiness()
+    const ready = store.ok && migrations.ok && accepting.ok && shards.ok
+    const body: Readiness = { ready, checks: { store, migrations, accepting, broker, shards } }
     const headers: Record<string, string> = ready ? {} : { 'retry-after': '1' }
     return { status: ready ? 200 : 503, body, headers }
   },

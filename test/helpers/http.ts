@@ -17,6 +17,8 @@ export interface RequestOptions {
   headers?: Record<string, string>
   /** An object is sent as JSON; a string or Buffer as is. */
   body?: unknown
+  /** Abandons the request (rejects) after this long without an answer (a stopped server). */
+  timeoutMs?: number
 }
 
 export function request(baseUrl: string, path: string, options: RequestOptions = {}): Promise<HttpResult> {
@@ -48,6 +50,7 @@ export function request(baseUrl: string, path: string, options: RequestOptions =
       })
     })
     req.on('error', reject)
+    if (options.timeoutMs !== undefined) req.setTimeout(options.timeoutMs, () => req.destroy(new Error(`no answer within ${options.timeoutMs} ms`)))
     req.end(payload)
   })
 }

@@ -48,7 +48,17 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     presenceTimeoutMs: 90_000,
     eventRetentionDays: 30,
     printerActorsMax: 100_000,
+    nodeId: undefined,
+    shardLeaseMs: 10_000,
+    forwardTimeoutMs: 10_000,
   })
+})
+
+t.test('config - several nodes: NODE_ID must be a plain name; lease and forward timeouts are bounded', async (t) => {
+  t.match(loadConfig({ NODE_ID: 'node-a.1', SHARD_LEASE_MS: '2000', FORWARD_TIMEOUT_MS: '500' }, '/srv'), { nodeId: 'node-a.1', shardLeaseMs: 2000, forwardTimeoutMs: 500 })
+  t.throws(() => loadConfig({ NODE_ID: 'a b' }, '/srv'), /NODE_ID must be/)
+  t.throws(() => loadConfig({ SHARD_LEASE_MS: '10' }, '/srv'), /SHARD_LEASE_MS/)
+  t.throws(() => loadConfig({ FORWARD_TIMEOUT_MS: '0' }, '/srv'), /FORWARD_TIMEOUT_MS/)
 })
 
 t.test('config - presence, retention and actor bounds are validated', async (t) => {

@@ -19,7 +19,8 @@ const leaseMs = 600
 const shards = 32
 
 async function cluster(t: TestContext) {
-  const svc = await startTestService(t)
+  // The service only holds the schema here: without REDIS_URL its own directory is local and raises no token.
+  const svc = await startTestService(t, { REDIS_URL: undefined })
   const keyspace = `${svc.config.databaseSchema}-${randomBytes(4).toString('hex')}`
   const nodes: RedisShardDirectory[] = []
   const node = async (nodeId: string) => {

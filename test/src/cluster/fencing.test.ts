@@ -1,0 +1,65 @@
+/**
+ * Fencing in the store (DESIGN section 6) on the real PostgreSQL: a write
+ * carrying a shard token older than the newest one stored is refused in the
+ * same statement and stores nothing; other units of the same group-commit
+ * flush go through; token 0 (the local directory) is not checked.
+ */
+import t from 'tap'
+import { ShardUnavailable, shardOf } from '../../../actors/shard-directory.js'
+import type { PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
+import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
+import { checkFence } from '../../../src/storage/fencing.js'
+import { addPrinter, openFarm } from '../../helpers/bridge.js'
+import { startTestService } from '../../helpers/service.js'
+
+const unit = (printerId: string, organizationId: string, token: number, seqn: number): PrinterCommit => ({
+  printerId,
+  organizationId,
+  hostId: 'host-a',
+  assignmentEpoch: 1,
+  fencingToken: token,
+  events: [{ eventId: `f-${seqn}`, idempotencyKey: null, type: 'printer:deltaUpdate', seqn, timestamp: 1_700_000_000_000 + seqn, deliveryAttempt: 1, data: {}, jobId: null }],
+  highWaterSeqn: seqn,
+  state: {} as PersistedPrinterState,
+  online: true,
+  seen: true,
+  jobs: [],
+})
+
+t.test('fencing - a write with an older token than the shard\'s newest is refused and stores nothing; the newest token and token 0 write', async (t) => {
+  const svc = await startTestService(t, { REDIS_URL: undefined })
+  const sql = svc.services.db.sql
+  const farm = await openFarm(svc.url)
+  const stale = await addPrinter(farm)
+  // Another printer on another shard, in the same flush.
+  let fresh = await addPrinter(farm)
+  while (shardOf(fresh) === shardOf(stale)) fresh = await addPrinter(farm)
+  await sql`insert into shard_tokens (shard, token, owner) values (${shardOf(stale)}, 5, 'new-owner'), (${shardOf(fresh)}, 3, 'me')`
+  const store = new PgPrinterPersistence(svc.services.db)
+  const events = async (printerId: string) => (await sql<{ event_id: string }[]>`select event_id from printer_events where printer_id = ${printerId} order by seqn`).map((r) => r.event_id)
+
+  // Both units are queued in the same turn: one flush, one statement.
+  const [refused, written] = await Promise.allSettled([store.commit(unit(stale, farm.orgId, 4, 0)), store.commit(unit(fresh, farm.orgId, 3, 0))])
+  t.equal(refused.status, 'rejected')
+  const reason = (refused as PromiseRejectedResult).reason
+  t.ok(reason instanceof ShardUnavailable && reason.reason === 'fenced' && reason.shard === shardOf(stale), 'the stale unit is refused as fenced, naming its shard')
+  t.same(await events(stale), [], 'none of its events is stored')
+  t.same(await sql`select 1 from printer_state where printer_id = ${stale}`, [], 'nor its state')
+  t.equal(written.status, 'fulfilled', 'the unit with the current token in the same flush is written')
+  t.same(await events(fresh), ['f-0'])
+
+  await store.commit(unit(stale, farm.orgId, 5, 1))
+  t.same(await events(stale), ['f-1'], 'the newest token writes')
+  await store.commit(unit(stale, farm.orgId, 0, 2))
+  t.same(await events(stale), ['f-1', 'f-2'], 'token 0 (the local directory) is not checked')
+
+  await t.rejects(store.assignHost(stale, 'host-b', 1, 2, 4), ShardUnavailable, 'a host move with a stale token is refused')
+  const [printer] = await sql<{ host_id: string; assignment_epoch: number }[]>`select host_id, assignment_epoch from printers where id = ${stale}`
+  t.same(printer, { host_id: 'host-a', assignment_epoch: 1 }, 'and the printer did not move')
+  t.equal(await store.assignHost(stale, 'host-b', 1, 2, 5), true, 'the newest token moves it')
+
+  await t.rejects(sql.begin((tx) => checkFence(tx, { shard: shardOf(stale), token: 4 })), ShardUnavailable, 'the transactional check (display writes) refuses a stale token')
+  await sql.begin((tx) => checkFence(tx, { shard: shardOf(stale), token: 5 }))
+  await sql.begin((tx) => checkFence(tx, { shard: 250, token: 1 }))
+  t.pass('the current token, and a shard never taken, pass')
+})
