@@ -141,8 +141,9 @@ export class DisplayRuntime {
   async start(): Promise<number> {
     this.#unsubscribe.push(
       this.#directory.onShardLost((shard) => this.#dropShard(shard)),
-      this.#directory.onShardGained((shard) => {
-        void this.#resume((id) => shardOf(id) === shard).catch((error: unknown) => this.#background(`resuming shard ${shard}`, error))
+      this.#directory.onShardGained((shards) => {
+        const taken = new Set(shards)
+        void this.#resume((id) => taken.has(shardOf(id))).catch((error: unknown) => this.#background(`resuming shards ${shards.join(', ')}`, error))
       }),
     )
     return this.#resume((id) => this.#directory.ownsShard(shardOf(id)))

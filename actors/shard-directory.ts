@@ -37,8 +37,8 @@ export interface ShardDirectory {
   tokenOf(shard: number): number
   /** Called when this node loses a shard, so its actors are dropped; returns an unsubscribe. */
   onShardLost(listener: (shard: number) => void): () => void
-  /** Called when this node takes a shard (its actors may have work to resume); returns an unsubscribe. */
-  onShardGained(listener: (shard: number) => void): () => void
+  /** Called with the shards this node took in one round (their actors may have work to resume); returns an unsubscribe. */
+  onShardGained(listener: (shards: readonly number[]) => void): () => void
   /** The store refused a write of this shard (a newer token exists): give the shard up now. */
   fenced(shard: number): void
   start(): Promise<void>

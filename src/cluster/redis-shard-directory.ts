@@ -134,7 +134,7 @@ export class RedisShardDirectory implements ShardDirectory {
   readonly #held = new Map<number, Held>()
   readonly #owners: (string | undefined)[]
   readonly #lostListeners = new Set<(shard: number) => void>()
-  readonly #gainedListeners = new Set<(shard: number) => void>()
+  readonly #gainedListeners = new Set<(shards: readonly number[]) => void>()
   /** A tick completed recently: this node knows the lease table (readiness). */
   #tableAt = -Infinity
   readonly #metrics
@@ -217,7 +217,7 @@ export class RedisShardDirectory implements ShardDirectory {
     return () => this.#lostListeners.delete(listener)
   }
 
-  onShardGained(listener: (shard: number) => void): () => void {
+  onShardGained(listener: (shards: readonly number[]) => void): () => void {
     this.#gainedListeners.add(listener)
     return () => this.#gainedListeners.delete(listener)
   }
@@ -353,13 +353,12 @@ export class RedisShardDirectory implements ShardDirectory {
       this.#owners[shard] = this.nodeId
     }
     this.#metrics.acquisitions.inc({}, taken.length)
-    for (const shard of taken) {
-      for (const listener of this.#gainedListeners) {
-        try {
-          listener(shard)
-        } catch (error) {
-          this.#o.logger.error('shard-gained listener failed', { shard, error })
-        }
+    // One call per round, not per shard: a listener that reads the store does it once for the lot.
+    for (const listener of this.#gainedListeners) {
+      try {
+        listener(taken)
+      } catch (error) {
+        this.#o.logger.error('shard-gained listener failed', { shards: taken, error })
       }
     }
   }

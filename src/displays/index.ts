@@ -93,7 +93,10 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
   await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId), owns })
   const unsubscribeShards = [
-    directory.onShardGained((shard) => void feed.resume((id) => shardOf(id) === shard).catch((error: unknown) => logger.warn('status feed resume failed', { shard, error }))),
+    directory.onShardGained((shards) => {
+      const taken = new Set(shards)
+      feed.resume((id) => taken.has(shardOf(id))).catch((error: unknown) => logger.warn('status feed resume failed', { shards, error }))
+    }),
     directory.onShardLost((shard) => feed.drop((id) => shardOf(id) === shard)),
   ]
   const forwarder = options.forwarder
