@@ -37,7 +37,7 @@ export async function registerDisplay(farm: Farm, pixels?: string[]): Promise<Re
   return res.json
 }
 
-export function simulatorOptions(farm: DisplayFarm, display: RegisteredDisplay, extra: Partial<SimulatorOptions> = {}): SimulatorOptions {
+export function simulatorOptions(farm: Farm & { brokerUrl: string }, display: RegisteredDisplay, extra: Partial<SimulatorOptions> = {}): SimulatorOptions {
   return {
     url: farm.brokerUrl,
     organizationId: farm.orgId,

@@ -2,14 +2,18 @@
  * Fencing in the store (DESIGN section 6) on the real PostgreSQL: a write
  * carrying a shard token older than the newest one stored is refused in the
  * same statement and stores nothing; other units of the same group-commit
- * flush go through; token 0 (the local directory) is not checked.
+ * flush go through; token 0 (the local directory) is not checked. And in a
+ * running node on the Redis directory: a write the store refuses makes the
+ * node give the shard up.
  */
 import t from 'tap'
 import { ShardUnavailable, shardOf } from '../../../actors/shard-directory.js'
 import type { PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
 import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
 import { checkFence } from '../../../src/storage/fencing.js'
-import { addPrinter, openFarm } from '../../helpers/bridge.js'
+import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
+import { until } from '../../helpers/displays.js'
+import { metricValue, request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 
 const unit = (printerId: string, organizationId: string, token: number, seqn: number): PrinterCommit => ({
@@ -62,4 +66,32 @@ t.test('fencing - a write with an older token than the shard\'s newest is refuse
   await sql.begin((tx) => checkFence(tx, { shard: shardOf(stale), token: 5 }))
   await sql.begin((tx) => checkFence(tx, { shard: 250, token: 1 }))
   t.pass('the current token, and a shard never taken, pass')
+})
+
+t.test('fencing - a node whose shard was taken behind its back (a Redis failover repeating a lease) has its next write refused: 503, nothing stored, the shard given up, then taken again with a newer token', { skip: process.env['REDIS_URL'] === undefined ? 'needs REDIS_URL (the Redis directory)' : false }, async (t) => {
+  const svc = await startTestService(t, { SHARD_LEASE_MS: '2000' })
+  const sql = svc.services.db.sql
+  const farm = await openFarm(svc.url)
+  const printer = await addPrinter(farm)
+  const shard = shardOf(printer)
+  t.equal((await postBatch(farm, batch(printer, [item(0)]))).status, 200)
+  const [before] = await sql<{ token: string }[]>`select token from shard_tokens where shard = ${shard}`
+  // What another node's acquisition does; this node's Redis lease is untouched, so only the store can tell it.
+  await sql`update shard_tokens set token = token + 1, owner = 'usurper' where shard = ${shard}`
+
+  const refused = await postBatch(farm, batch(printer, [item(1)]))
+  t.equal(refused.status, 503, refused.text)
+  t.equal(refused.json.error, 'printer_owner_unavailable')
+  t.ok(refused.headers['retry-after'], 'with Retry-After')
+  const stored = async () => (await sql<{ seqn: string }[]>`select seqn from printer_events where printer_id = ${printer} order by seqn`).map((r) => Number(r.seqn))
+  t.same(await stored(), [0], 'nothing of the refused batch is stored')
+  const metrics = await request(svc.url, '/metrics')
+  t.equal(metricValue(metrics.text, 'shard_lease_renewals_total{outcome="fenced"}'), 1, 'the node gave the shard up as fenced')
+
+  // Placement still gives it this node: it takes the shard again, with a token above the usurper's, and the retry goes through.
+  await until(async () => (await postBatch(farm, batch(printer, [item(1, { deliveryAttempt: 2 })]))).status === 200, 'the retry to be accepted', 20_000)
+  t.same(await stored(), [0, 1], 'the retry is stored once')
+  const [after] = await sql<{ token: string; owner: string }[]>`select token, owner from shard_tokens where shard = ${shard}`
+  t.ok(Number(after!.token) >= Number(before!.token) + 2, `taken again with a newer token (${before!.token} -> ${after!.token})`)
+  t.not(after!.owner, 'usurper')
 })

@@ -13,9 +13,12 @@ import { childServiceEnv, startChildService, type ChildService } from '../../hel
 import { addPrinter, batch, item, openFarm, type Farm } from '../../helpers/bridge.js'
 import { metricValue, request } from '../../helpers/http.js'
 import { tempDir, tempSchema, type TestContext } from '../../helpers/service.js'
-import { until } from '../../helpers/displays.js'
+import { assign, getTarget, publishedRevision, registerDisplay, simulatorOptions, until } from '../../helpers/displays.js'
+import { mosquittoSkip, startMosquitto } from '../../helpers/mosquitto.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
-import { shardCount } from '../../../actors/shard-directory.js'
+import { setupServiceLogin } from '../../../src/mqtt/setup-cli.js'
+import { DisplaySimulator } from '../../../src/displays/simulator.js'
+import { shardCount, shardOf } from '../../../actors/shard-directory.js'
 
 const shared = process.env['DATABASE_URL'] !== undefined && process.env['REDIS_URL'] !== undefined
 if (!shared) t.plan(0, 'needs DATABASE_URL and REDIS_URL (three processes share them)')
@@ -29,7 +32,7 @@ function expectedShards(nodeId: string, nodes: readonly string[]): number {
   return n
 }
 
-async function cluster(t: TestContext) {
+async function cluster(t: TestContext, extraEnv: Record<string, string> = {}) {
   const schema = tempSchema(t)
   // Nodes of one deployment share the sealing key (each opens the keyring the first one sealed)
   // and the public URL (the audience of their tokens), as behind one load balancer.
@@ -37,7 +40,7 @@ async function cluster(t: TestContext) {
   const nodes = new Map<string, ChildService>()
   const start = async (name: string) => {
     const node = await startChildService(t, {
-      env: { ...childServiceEnv(tempDir(t), schema), NODE_ID: name, PRINTFARM_SECRET_KEY: secretKey, PUBLIC_BASE_URL: 'http://farm.test', SHARD_LEASE_MS: String(leaseMs), FORWARD_TIMEOUT_MS: '3000' },
+      env: { ...childServiceEnv(tempDir(t), schema), NODE_ID: name, PRINTFARM_SECRET_KEY: secretKey, PUBLIC_BASE_URL: 'http://farm.test', SHARD_LEASE_MS: String(leaseMs), FORWARD_TIMEOUT_MS: '3000', ...extraEnv },
     })
     nodes.set(name, node)
     return node
@@ -208,4 +211,65 @@ t.test('three nodes - a rolling restart (SIGTERM, start again, one node at a tim
   }
   await Promise.all(bridges.map((br) => br.done))
   await assertStoredExactlyOnce(t, c.sql, printers, new Map(printers.map((p, i) => [p, bridges[i]!.acked])))
+})
+
+t.test('three nodes - display activations continue after their owner dies: the new owner publishes the pending activation again, takes its receipt and keeps the status feed going', { skip: mosquittoSkip }, async (t) => {
+  // A Mosquitto of the test's own with dynamic security: every node manages display logins on it, as in production.
+  const mosquitto = await startMosquitto(t)
+  const service = { username: 'printfarm', password: randomBytes(16).toString('base64url') }
+  await setupServiceLogin(mosquitto.url(mosquitto.admin.username, mosquitto.admin.password), service)
+  const c = await cluster(t, { MQTT_URL: mosquitto.url(service.username, service.password), MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' })
+  const names = ['node-a', 'node-b', 'node-c']
+  const all = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
+  await until(() => c.settled(all), 'the leases to settle', 30_000)
+  const farm = await openFarm(all[0]!.url)
+  const printers = [await addPrinter(farm), await addPrinter(farm)]
+  const display = await registerDisplay(farm, printers)
+  const ownerName = placementOf(shardOf(display.id), names)!
+  const owner = c.nodes.get(ownerName)!
+  const survivors = all.filter((n) => n !== owner)
+  // Every call goes through a node that does not own the display (forwarded while the owner lives).
+  const via = { ...farm, url: survivors[0]!.url }
+
+  let holding = false
+  // While holding, the device receives envelopes without applying them (nor answering), as one that is busy.
+  const sim = await DisplaySimulator.connect(simulatorOptions({ ...farm, brokerUrl: `mqtt://127.0.0.1:${mosquitto.port}` }, display, { decide: () => (holding ? 'ignore' : 'apply') }))
+  t.teardown(() => sim.close())
+  const statusOf = async (generation: number) => {
+    const res = await getTarget(via, display.id).catch(() => undefined)
+    return res?.status === 200 && res.json.desired.activation_generation === generation ? (res.json.status as string) : undefined
+  }
+
+  const first = await publishedRevision(via, undefined, 'First')
+  const assigned = await assign(via, display.id, { profileRevisionId: first.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 0 })
+  t.equal(assigned.status, 200, `an assignment through a non-owner is forwarded to the owner (${assigned.text})`)
+  await sim.waitFor(() => sim.active?.activation_generation === 1, 15_000, 'the first activation applied')
+  await until(async () => (await statusOf(1)) === 'device_applied', 'device_applied for the first activation', 15_000)
+
+  holding = true
+  const second = await publishedRevision(via, undefined, 'Second')
+  const pending = await assign(via, display.id, { profileRevisionId: second.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 1 })
+  t.equal(pending.status, 200, `the next assignment is stored while the device holds it (${pending.text})`)
+  await sim.waitFor(() => sim.envelopes.some((e) => e.activation_generation === 2), 15_000, 'the second envelope on the device')
+  const envelopesBefore = sim.envelopes.length
+  await owner.kill()
+  holding = false
+
+  // Its shard moves after the lease; the new owner resumes the display from the store and publishes again.
+  await sim.waitFor(() => sim.active?.activation_generation === 2, 30_000, 'the second activation applied after the owner died')
+  t.ok(sim.envelopes.length > envelopesBefore, 'the pending activation was published again after the owner died')
+  await until(async () => (await statusOf(2)) === 'device_applied', 'device_applied for the second activation (the new owner took the receipt)', 30_000)
+  const [row] = await c.sql<{ owner: string }[]>`select owner from shard_tokens where shard = ${shardOf(display.id)}`
+  t.not(row?.owner, ownerName, `the display's shard has a new owner (${row?.owner})`)
+
+  // A new activation and the status feed go on from the new owner.
+  const third = await publishedRevision(via, undefined, 'Third')
+  const next = await assign({ ...farm, url: survivors[1]!.url }, display.id, { profileRevisionId: third.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 2 })
+  t.equal(next.status, 200, `a new assignment after the death reaches the new owner (${next.text})`)
+  await sim.waitFor(() => sim.active?.activation_generation === 3, 15_000, 'the third activation applied')
+  await until(async () => {
+    const res = await request(via.url, `/v1/printer-config/${printers[0]}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: new Date().toISOString() } })
+    return res.status === 200
+  }, 'the printer to be reachable on its (possibly new) owner', 30_000)
+  await sim.waitFor(() => sim.feed?.pixels[0] === 'WAITING', 15_000, 'the status feed to show the printer online')
 })
