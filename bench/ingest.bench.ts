@@ -22,6 +22,8 @@ import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { readdirSync, readFileSync } from 'node:fs'
 import { cpuSeconds, emit, freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { placementOf } from '../src/cluster/redis-shard-directory.js'
+import { shardCount, shardOf } from '../actors/shard-directory.js'
 
 /** CPU seconds of every PostgreSQL process on this machine (the database's share of the two cores). */
 function postgresCpuSeconds(): number {
@@ -132,6 +134,9 @@ interface LoadResult {
   seconds: number
   p50: number
   p99: number
+  /** With several nodes: batches posted to their printer's owner, and to the other node (forwarded). */
+  local: { p50: number; p99: number; count: number }
+  forwarded: { p50: number; p99: number; count: number }
   retried: number
   stale: number
   staleRefused: number
@@ -145,6 +150,11 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
   const inFlight = variant.inFlight
   const headers = { 'x-api-key': key }
   const latencies: number[] = []
+  const local: number[] = []
+  const forwarded: number[] = []
+  // Node n is `bench-${n}`; the owner of a printer is its shard's placement among them (settled before measuring).
+  const ids = ports.map((_, n) => `bench-${n}`)
+  const ownerIndex = new Map(printers.map((p) => [p.id, ids.indexOf(placementOf(shardOf(p.id), ids)!)]))
   let events = 0
   let batches = 0
   let retried = 0
@@ -175,10 +185,11 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
         body = makeBatch(p, Date.now()).body
       }
       const started = performance.now()
+      const target = i % ports.length
       let reply: Reply
       try {
         // With two nodes the bridges spread over both: about half the batches land on a non-owner and are forwarded.
-        reply = await call(ports[i % ports.length]!, 'POST', '/v1/printer-events/batch', headers, body)
+        reply = await call(ports[target]!, 'POST', '/v1/printer-events/batch', headers, body)
       } catch {
         errors++
         continue
@@ -197,6 +208,7 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
       if (kind === 'new') previous.set(p.id, body)
       if (!measuring) continue
       latencies.push(ms)
+      ;(ownerIndex.get(p.id) === target ? local : forwarded).push(ms)
       batches++
       if (kind === 'retry') retried++
       else events += eventsPerBatch
@@ -218,9 +230,13 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
   const generatorCpu = (gen.user + gen.system) / 1e6
   stop = true
   await running
-  latencies.sort((a, b) => a - b)
-  const pct = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN
-  return { events, batches, seconds, p50: pct(0.5), p99: pct(0.99), retried, stale, staleRefused, errors, serverCpu, postgresCpu, generatorCpu }
+  const pct = (values: number[], q: number) => values[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN
+  const summary = (values: number[]) => {
+    values.sort((a, b) => a - b)
+    return { p50: pct(values, 0.5), p99: pct(values, 0.99), count: values.length }
+  }
+  const all = summary(latencies)
+  return { events, batches, seconds, p50: all.p50, p99: all.p99, local: summary(local), forwarded: summary(forwarded), retried, stale, staleRefused, errors, serverCpu, postgresCpu, generatorCpu }
 }
 
 /** The limit: postgres.js alone, the same rows into the same tables, best of three methods. */
@@ -317,6 +333,18 @@ const children = ports.map((p, n) =>
 const child = children[0]!
 try {
   for (const p of ports) await waitForHttp(p, '/readyz')
+  if (nodeCount > 1) {
+    // The shards settle over the nodes before the setup writes (a shard on the move answers 503) and the measurement (rendezvous placement, gradual moves).
+    const ids = ports.map((_, n) => `bench-${n}`)
+    const placed = ids.map((id) => Array.from({ length: shardCount }, (_, s) => s).filter((s) => placementOf(s, ids) === id).length)
+    let settled = false
+    for (let tries = 0; !settled && tries < 300; tries++) {
+      const owned = await Promise.all(ports.map(async (p) => JSON.parse((await call(p, 'GET', '/readyz', {})).body).checks.shards.owned as number))
+      settled = owned.every((n, i) => n === placed[i])
+      if (!settled) await new Promise((r) => setTimeout(r, 200))
+    }
+    if (!settled) throw new Error('the shards did not settle over the nodes within 60 s')
+  }
   const session = await json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin)))
   const auth = { authorization: `Bearer ${session.access_token ?? session.accessToken}` }
   const me = await json(call(port, 'GET', '/v1/me', auth))
@@ -342,38 +370,29 @@ try {
   }
 
   const pids = children.map((c) => c.pid!)
-  if (nodeCount > 1) {
-    // The shards settle over the nodes before measuring (rendezvous placement, gradual moves).
-    for (let settled = false, tries = 0; !settled && tries < 300; tries++) {
-      const owned = await Promise.all(ports.map(async (p) => JSON.parse((await call(p, 'GET', '/readyz', {})).body).checks.shards.owned as number))
-      settled = owned.every((n) => n > 64) && owned.reduce((a, b) => a + b, 0) === 256
-      if (!settled) await new Promise((r) => setTimeout(r, 200))
-    }
-  }
   const plain = await load(ports, key, printers, pids, { retryShare: 0, staleShare: 0, inFlight })
   const mixed = await load(ports, key, printers, pids, { retryShare: 0.1, staleShare: 0.01, inFlight })
   // Latency at a lighter load: fewer batches in flight, so queueing does not dominate.
   const light = await load(ports, key, printers, pids, { retryShare: 0, staleShare: 0, inFlight: lightInFlight })
+  // Summed over the nodes' /metrics.
+  const expositions = await Promise.all(ports.map(async (p) => (await call(p, 'GET', '/metrics', {})).body))
+  const metric = (name: string) => expositions.reduce((n, text) => n + Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? 0), 0)
   if (nodeCount > 1) {
-    const forwarded = await Promise.all(ports.map(async (p) => (await call(p, 'GET', '/metrics', {})).body))
-    const sum = (name: string) => forwarded.reduce((n, text) => n + Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? 0), 0)
-    const count = sum('forward_seconds_count{op="printer.ingest"}')
+    // The forwarder's own round trip (owner's work included), over the whole run.
+    const count = metric('forward_seconds_count{op="printer.ingest"}')
     emit({
       bench: 'ingest',
       nodes: nodeCount,
       forwarded_batches: count,
-      forward_mean_ms: round((sum('forward_seconds_sum{op="printer.ingest"}') / count) * 1000, 2),
-      forward_failures: sum('forwards_total{op="printer.ingest",outcome="timeout"}') + sum('forwards_total{op="printer.ingest",outcome="unreachable"}'),
+      forward_mean_ms: round((metric('forward_seconds_sum{op="printer.ingest"}') / count) * 1000, 2),
+      forward_failures: metric('forwards_total{op="printer.ingest",outcome="timeout"}') + metric('forwards_total{op="printer.ingest",outcome="unreachable"}'),
     })
   }
-
   // What the group commit did over the whole run: flushes, events per flush, time per flush statement.
-  const metrics = (await call(port, 'GET', '/metrics', {})).body
-  const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN)
   const flushes = metric('printer_event_flush_seconds_count')
   emit({
     bench: 'ingest',
-    group_commit: 'whole run',
+    group_commit: nodeCount > 1 ? `whole run, ${nodeCount} nodes` : 'whole run',
     flushes,
     events_per_flush: round(metric('printer_event_flush_events_sum') / flushes, 1),
     ms_per_flush: round((metric('printer_event_flush_seconds_sum') / flushes) * 1000, 2),
@@ -401,6 +420,18 @@ try {
       batches_per_s: round(r.batches / r.seconds),
       batch_p50_ms: round(r.p50, 1),
       batch_p99_ms: round(r.p99, 1),
+      // The forwarding overhead under the same load: batches that reached their owner directly against those forwarded.
+      ...(nodeCount > 1
+        ? {
+            local_batches: r.local.count,
+            local_p50_ms: round(r.local.p50, 1),
+            local_p99_ms: round(r.local.p99, 1),
+            forwarded_batches: r.forwarded.count,
+            forwarded_p50_ms: round(r.forwarded.p50, 1),
+            forwarded_p99_ms: round(r.forwarded.p99, 1),
+            forward_overhead_p50_ms: round(r.forwarded.p50 - r.local.p50, 1),
+          }
+        : {}),
       retried_batches: r.retried,
       stale_batches_refused_409: r.staleRefused,
       // Shares of one core; the machine has two, shared by server, PostgreSQL and this generator.

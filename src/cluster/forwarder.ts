@@ -10,7 +10,9 @@
  * keep and no extra port to open. The cost, measured by bench/ingest on two
  * nodes: each forwarded call is two PUBLISHes and two hops through Redis
  * (caller → Redis → owner → Redis → caller) plus a MessagePack encode and
- * decode of the request and the answer on each side.
+ * decode of the request and the answer on each side: +6.8 ms at the median
+ * for a 100-event batch at light load on the 2-core machine, about 0.3 ms of
+ * it MessagePack each way (README, Benchmarks).
  *
  * Delivery is at most once: pub/sub keeps nothing for a node that is not
  * listening. A PUBLISH that reaches no subscriber (the owner is gone) fails
