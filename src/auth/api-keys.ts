@@ -112,6 +112,17 @@ export async function deleteApiKey(sql: Queryable, organizationId: string, id: s
 }
 
 /** A key as the authenticator needs it. */
+/**
+ * The scopes of those of `ids` that still work now (enabled, not expired, not deleted): one
+ * query for every key behind the open live sockets of a node, which are checked again with it.
+ */
+export async function currentApiKeyScopes(sql: Queryable, ids: readonly string[]): Promise<Map<string, ReadonlySet<string>>> {
+  if (ids.length === 0) return new Map()
+  const rows = await sql<{ id: string; scopes: string[] }[]>`
+    select id, scopes from api_keys where id = any(${ids as string[]}::uuid[]) and enabled and (expires_at is null or expires_at > now())`
+  return new Map(rows.map((r) => [r.id, new Set(r.scopes)]))
+}
+
 export interface ResolvedApiKey {
   id: string
   organizationId: string

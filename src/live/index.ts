@@ -5,6 +5,7 @@
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Sessions } from '../auth/sessions.js'
 import { bearerToken, type Authenticate } from '../auth/authenticate.js'
+import { currentApiKeyScopes } from '../auth/api-keys.js'
 import type { TemplatedApp } from '../http/uws.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
@@ -40,6 +41,7 @@ export function createLiveFeed(options: {
     snapshots: new Snapshots(options.db),
     logger: options.logger,
     metrics: options.metrics,
+    currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids),
     authenticate: async (headers, query) => {
       const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)
       const token = bearerToken(headers)

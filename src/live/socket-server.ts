@@ -61,6 +61,9 @@ export interface LiveServerOptions {
   authenticate: (headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<{ principal: Principal; expiresAt: number | null }>
   logger: Logger
   metrics: MetricsRegistry
+  /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
+  currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
+  keyCheckMs?: number
   idleTimeoutSeconds?: number
   checkMs?: number
   laggingBytes?: number
@@ -74,17 +77,20 @@ const validateFrame = compileBodyValidator(ClientFrameSchema)
 const topicScope = (topic: string): string => (topic === 'jobs' ? 'jobs:read' : topic === 'displays' ? 'fleet:read' : 'printers:read')
 
 export class LiveServer {
-  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics'>> & LiveServerOptions
+  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'currentKeys'>> & LiveServerOptions
   readonly #sockets = new Set<Socket>()
   /** The lagging ones (a subset): changes are noted for these only. */
   readonly #lagging = new Set<Socket>()
   #sweep: ReturnType<typeof setInterval> | undefined
+  #keySweep: ReturnType<typeof setInterval> | undefined
+  #checkingKeys = false
   readonly #counts
 
   constructor(options: LiveServerOptions) {
     this.#o = {
       idleTimeoutSeconds: 60,
       checkMs: 50,
+      keyCheckMs: 5_000,
       laggingBytes: 256 * 1024,
       recoveredBytes: 32 * 1024,
       closeBytes: 16 * 1024 * 1024,
@@ -101,6 +107,7 @@ export class LiveServer {
       coalesced: m.counter('live_coalesced_frames_total', 'Coalesced frames sent to sockets that caught up.'),
       resyncs: m.counter('live_resyncs_total', 'Fresh snapshots sent to sockets that fell too far behind.'),
       tooSlow: m.counter('live_closed_too_slow_total', 'Sockets closed with 4008 for staying behind.'),
+      keyRevoked: m.counter('live_closed_key_revoked_total', 'Sockets closed with 4001 because their API key was deleted, disabled, expired or lost printers:read.'),
     }
     options.hub.onChange((change) => this.#noteForLagging(change))
   }
@@ -176,11 +183,14 @@ export class LiveServer {
     })
     this.#sweep = setInterval(() => this.#check(), this.#o.checkMs)
     this.#sweep.unref()
+    this.#keySweep = setInterval(() => void this.#checkKeys(), this.#o.keyCheckMs)
+    this.#keySweep.unref()
   }
 
   /** Shutdown: every socket is told to go elsewhere (1001). */
   close(): void {
     if (this.#sweep !== undefined) clearInterval(this.#sweep)
+    if (this.#keySweep !== undefined) clearInterval(this.#keySweep)
     for (const socket of [...this.#sockets]) if (!socket.getUserData().closed) socket.end(liveCloseCodes.goingAway, 'server shutting down')
     this.#sockets.clear()
     this.#lagging.clear()
@@ -336,6 +346,51 @@ export class LiveServer {
         continue
       }
       this.#checkRecovered(socket)
+    }
+  }
+
+  /**
+   * An API key is checked again while its sockets are open: one deleted, disabled, expired or
+   * re-scoped on any node reaches every socket opened with it within keyCheckMs (the bound the
+   * API key cache gives requests). Session tokens need no such check: their expiry closes the socket.
+   */
+  async #checkKeys(): Promise<void> {
+    const currentKeys = this.#o.currentKeys
+    if (currentKeys === undefined || this.#checkingKeys) return
+    const ids = new Set<string>()
+    for (const socket of this.#sockets) {
+      const data = socket.getUserData()
+      if (!data.closed && data.principal.kind === 'api_key') ids.add(data.principal.keyId)
+    }
+    if (ids.size === 0) return
+    this.#checkingKeys = true
+    let current: ReadonlyMap<string, ReadonlySet<string>>
+    try {
+      current = await currentKeys([...ids])
+    } catch (error) {
+      // The sockets stay open on a failed check (the store is away); the next round checks again.
+      this.#o.logger.warn('live: checking the API keys of open sockets failed', { error })
+      return
+    } finally {
+      this.#checkingKeys = false
+    }
+    for (const socket of this.#sockets) {
+      const data = socket.getUserData()
+      const principal = data.principal
+      // Sockets opened while the query ran were authenticated after it started: checked next round.
+      if (data.closed || principal.kind !== 'api_key' || !ids.has(principal.keyId)) continue
+      const scopes = current.get(principal.keyId)
+      if (scopes === undefined || !scopes.has('printers:read')) {
+        this.#counts.keyRevoked.inc()
+        socket.end(liveCloseCodes.credentialExpired, 'the API key was deleted, disabled or expired, or lost printers:read')
+        continue
+      }
+      data.principal = { ...principal, scopes }
+      for (const topic of [...data.topics]) {
+        if (scopes.has(topicScope(topic))) continue
+        this.#leave(socket, topic)
+        this.#error(socket, 'insufficient_scope', `the API key no longer has the scope ${topicScope(topic)}; left topic ${topic}`, topic)
+      }
     }
   }
 

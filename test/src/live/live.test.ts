@@ -39,6 +39,44 @@ t.test('live auth - bad credentials are refused with a clear HTTP status before 
   t.match(await refused({ headers: farm.bridge, protocols: ['chat.v2'] }), { status: 400, body: { error: 'validation_failed', message: /printfarm\.v1\.json/ } })
 })
 
+t.test('live auth - an API key deleted, disabled or stripped of printers:read while its socket is open closes that socket with 4001; a session socket stays', async (t) => {
+  const newKey = async (scopes: string[]) => {
+    const res = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'dashboard', scopes } })
+    if (res.status !== 200) throw new Error(res.text)
+    return { id: res.json.id as string, headers: { 'x-api-key': res.json.key as string } }
+  }
+  const deleted = await newKey(['printers:read'])
+  const disabled = await newKey(['printers:read'])
+  const rescoped = await newKey(['printers:read'])
+  const sockets = await Promise.all([deleted, disabled, rescoped].map((k) => open(t, { headers: k.headers })))
+  const person = await open(t, { headers: { authorization: `Bearer ${token}`, 'x-organization-id': farm.orgId } })
+  t.equal((await request(svc.url, `/v1/api-keys/${deleted.id}?organizationId=${farm.orgId}`, { method: 'DELETE', headers: farm.admin })).status, 204)
+  t.equal((await request(svc.url, `/v1/api-keys/${disabled.id}`, { method: 'PATCH', headers: farm.admin, body: { enabled: false } })).status, 200)
+  t.equal((await request(svc.url, `/v1/api-keys/${rescoped.id}`, { method: 'PATCH', headers: farm.admin, body: { scopes: ['jobs:read'] } })).status, 200)
+  for (const [name, socket] of [['deleted', sockets[0]!], ['disabled', sockets[1]!], ['re-scoped', sockets[2]!]] as const) {
+    t.match(await socket.closedWith(15_000), { code: 4001, reason: /API key/ }, `the ${name} key's socket is closed`)
+  }
+  person.send({ op: 'ping' })
+  t.equal((await person.next((f) => f.op === 'pong')).op, 'pong', 'a socket on a session is not touched')
+  const metrics = await request(svc.url, '/metrics')
+  t.match(metrics.text, /live_closed_key_revoked_total 3/)
+})
+
+t.test('live auth - a key that loses a topic\'s scope while subscribed leaves that topic with an insufficient_scope error and keeps the others', async (t) => {
+  const res = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'wall', scopes: ['printers:read', 'jobs:read'] } })
+  const client = await open(t, { headers: { 'x-api-key': res.json.key } })
+  client.send({ op: 'subscribe', topics: ['printers', 'jobs'] })
+  await client.next((f) => f.op === 'snapshot' && f.topic === 'jobs')
+  await client.next((f) => f.op === 'snapshot' && f.topic === 'printers')
+  t.equal((await request(svc.url, `/v1/api-keys/${res.json.id}`, { method: 'PATCH', headers: farm.admin, body: { scopes: ['printers:read'] } })).status, 200)
+  t.match((await client.next((f) => f.op === 'error' && f.topic === 'jobs', 15_000)).data, { error: 'insufficient_scope', message: /jobs:read/ })
+  const printer = await addPrinter(farm)
+  await postBatch(farm, batch(printer, [item(0, { type: 'heartbeat' })]))
+  t.match((await client.next((f) => f.op === 'event' && f.topic === 'printers' && f.data.printer.id === printer)).data.printer, { id: printer, online: true }, 'the printers topic keeps coming')
+  client.send({ op: 'subscribe', topics: ['jobs'] })
+  t.match((await client.next((f) => f.op === 'error' && f.topic === 'jobs' && /needs/.test(f.data.message))).data, { error: 'insufficient_scope' }, 'and it cannot subscribe to it again')
+})
+
 t.test('live feed - a subscription answers with a snapshot, then every change in seq order', async (t) => {
   const client = await open(t)
   client.send({ op: 'subscribe', topics: ['printers', `printer:${printerA}`] })
