@@ -147,7 +147,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
   const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
   const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
-  // Display frames come from the node that runs the display's actor (not relayed across nodes).
+  // Display frames come from the node that runs the display's actor (relayed to the others below).
   displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
   let relay: RedisRelay | undefined
   if (config.redisUrl !== undefined) {
@@ -160,6 +160,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const r = relay
     started.push(() => r.close())
     live.onLocalChange((change) => r.publish(change))
+    displayNode.onLiveChange((organizationId, display) => r.publishDisplay(organizationId, display))
     // The status feeds of this node's displays follow printers owned by other nodes too.
     r.onReceived((change) => displayNode.feed.printerChanged(change.printer.id))
   }

@@ -1,8 +1,10 @@
 /**
  * Live-feed changes across nodes (issue 5, DESIGN section 6): each node
- * publishes the changes of its own printer actors to one Redis pub/sub
- * channel as MessagePack, and feeds what other nodes publish into its hub,
- * so a dashboard on node B sees the printers owned by node A.
+ * publishes the changes of its own printer actors, and the live views of the
+ * displays it owns, to one Redis pub/sub channel as MessagePack, and feeds
+ * what other nodes publish into its hub, so a dashboard on node B sees the
+ * printers and displays owned by node A. A display's views all come from its
+ * owner, through one connection, so they arrive in the order it read them.
  *
  * Pub/sub is fire-and-forget: a change published while a node is
  * disconnected from Redis is not seen there (its clients detect nothing
@@ -27,7 +29,10 @@ const connectTimeoutMs = 5_000
 interface Envelope {
   /** The publishing node: a node ignores its own messages (its hub has them already). */
   n: string
-  c: LiveChange
+  /** A printer change, or */
+  c?: LiveChange
+  /** a display's whole live view (or `{id, deleted: true}`) in organization `o`. */
+  d?: { o: string; v: object }
 }
 
 export class RedisRelay {
@@ -59,6 +64,8 @@ export class RedisRelay {
       }
       if (envelope.n === this.#node) return
       this.#received.inc()
+      if (envelope.d !== undefined) return hub.displayChanged(envelope.d.o, envelope.d.v)
+      if (envelope.c === undefined) return
       hub.printerChanged(envelope.c)
       for (const listener of this.#listeners) listener(envelope.c)
     })
@@ -90,7 +97,16 @@ export class RedisRelay {
   }
 
   publish(change: LiveChange): void {
-    const payload = Buffer.from(encode({ n: this.#node, c: change } satisfies Envelope))
+    this.#send({ n: this.#node, c: change })
+  }
+
+  /** A display this node owns changed: its live view, for the other nodes' `displays` topics. */
+  publishDisplay(organizationId: string, display: object): void {
+    this.#send({ n: this.#node, d: { o: organizationId, v: display } })
+  }
+
+  #send(envelope: Envelope): void {
+    const payload = Buffer.from(encode(envelope))
     this.#pub.publish(this.#channel, payload).catch((error: unknown) => {
       this.#failures.inc()
       this.#logger.warn('live relay: publish failed', { error })

@@ -2,6 +2,7 @@ import t from 'tap'
 import { childServiceEnv, startChildService } from '../../helpers/child-service.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
 import { connectLive } from '../../helpers/live.js'
+import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema } from '../../helpers/service.js'
 
 const shared = process.env['DATABASE_URL'] !== undefined && process.env['REDIS_URL'] !== undefined
@@ -28,4 +29,32 @@ t.test('live feed across nodes - a dashboard on node B sees the printers node A 
   const detail = await dashboard.next((f) => f.op === 'event' && f.topic === `printer:${printer}`)
   t.match(detail.data.events, [{ eventId: 'ev-0', type: 'job:start' }], 'with the stored events')
   t.equal(event.seq, snapshot.seq! + 1, "in node B's own sequence")
+})
+
+t.test('live feed across nodes - display changes reach the displays topic on every node, whichever node owns the display', { skip: shared ? false : 'needs DATABASE_URL and REDIS_URL (two processes share them)' }, async (t) => {
+  const env = (dataDir: string) => childServiceEnv(dataDir, schema)
+  const a = await startChildService(t, { env: env(tempDir(t)) })
+  const b = await startChildService(t, { env: env(tempDir(t)) })
+  const farmA = await openFarm(a.url)
+  const farmB = await openFarm(b.url)
+  const dashboards = await Promise.all([connectLive(a.url, { headers: farmA.admin }), connectLive(b.url, { headers: farmB.admin })])
+  t.teardown(() => dashboards.forEach((d) => d.close()))
+  for (const d of dashboards) {
+    d.send({ op: 'subscribe', topics: ['displays'] })
+    await d.next((f) => f.op === 'snapshot' && f.topic === 'displays')
+  }
+  const printer = await addPrinter(farmA)
+  const registered = await request(b.url, '/v1/mqtt/displays', { method: 'POST', headers: farmB.admin, body: { name: 'Rack A', pixels: [printer] } })
+  t.equal(registered.status, 201, `registered through node B (${registered.status === 201 ? 'created' : registered.text})`)
+  const id = registered.json.id as string
+  for (const [name, d] of [['A', dashboards[0]!], ['B', dashboards[1]!]] as const) {
+    const frame = await d.next((f) => f.op === 'event' && f.topic === 'displays' && f.data.display.id === id)
+    t.match(frame.data.display, { id, name: 'Rack A', pixels: [printer] }, `the registration reaches node ${name}'s dashboard`)
+  }
+  const renamed = await request(a.url, `/v1/mqtt/displays/${id}`, { method: 'PATCH', headers: farmA.admin, body: { name: 'Rack B' } })
+  t.equal(renamed.status, 200, `renamed through node A (${renamed.status === 200 ? 'ok' : renamed.text})`)
+  for (const [name, d] of [['A', dashboards[0]!], ['B', dashboards[1]!]] as const) {
+    await d.next((f) => f.op === 'event' && f.topic === 'displays' && f.data.display.id === id && f.data.display.name === 'Rack B')
+    t.pass(`the rename reaches node ${name}'s dashboard`)
+  }
 })
