@@ -18,7 +18,9 @@
  * listening. A PUBLISH that reaches no subscriber (the owner is gone) fails
  * at once; an answer that does not come within the timeout fails the call.
  * Either way the caller answers 503 with Retry-After, and the bridge's retry
- * is deduplicated by the owner if the first attempt was in fact stored.
+ * is deduplicated by the owner if the first attempt was in fact stored. (A
+ * call that reached nobody is first sent once more to the owner Redis names
+ * now: see route-to-owner.ts.)
  * A forwarded call is never forwarded again (no loops): an owner that lost
  * the shard meanwhile answers 503 itself.
  */
@@ -55,6 +57,14 @@ export class ForwardFailed extends Error {
   constructor(message: string) {
     super(message)
     this.name = 'ForwardFailed'
+  }
+}
+
+/** The call reached no subscriber on the owner's channel: it ran nowhere, so sending it again (elsewhere) is safe. */
+export class OwnerNotListening extends ForwardFailed {
+  constructor(node: string) {
+    super(`the owner node ${node} is not listening (gone)`)
+    this.name = 'OwnerNotListening'
   }
 }
 
@@ -144,7 +154,7 @@ export class Forwarder {
       const frame: Frame = [0, id, this.#o.nodeId, op, args]
       this.#pub.publish(this.#channel(node), Buffer.from(encode(frame, { ignoreUndefined: true }))).then(
         (receivers) => {
-          if (receivers === 0) this.#settle(id, false, undefined, new ForwardFailed(`the owner node ${node} is not listening (gone)`))
+          if (receivers === 0) this.#settle(id, false, undefined, new OwnerNotListening(node))
         },
         (error: unknown) => this.#settle(id, false, undefined, new ForwardFailed(`Redis did not take the forwarded call (${(error as Error).message})`)),
       )

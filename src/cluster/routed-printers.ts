@@ -14,7 +14,8 @@ import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
 import { ServiceError } from '../../protocol/errors.js'
-import { ForwardFailed, type Forwarder } from './forwarder.js'
+import type { Forwarder } from './forwarder.js'
+import { local, OwnerUnavailable, routeToOwner } from './route-to-owner.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -92,21 +93,16 @@ export class RoutedPrinters {
   /** `local` when this node runs the printer's actor (or the id names no printer: the runtime says so); else the owner's answer. */
   async #route(printerId: string, op: string, args: Args): Promise<unknown> {
     if (this.#forwarder === undefined || !uuidPattern.test(printerId)) return local
-    const shard = shardOf(printerId.toLowerCase())
-    if (this.#directory.ownsShard(shard)) return local
-    // A table a round old may miss a move that just happened: ask Redis before answering 503.
-    const owner = this.#directory.ownerOf(shard) ?? (await this.#directory.resolveOwner?.(shard).catch(() => undefined))
-    if (owner === undefined) throw new ServiceError('printer_owner_unavailable', "no node holds the printer's shard right now (it is moving after a node left); retry")
     try {
-      return await this.#forwarder.call(owner, op, args)
+      return await routeToOwner(this.#directory, this.#forwarder, shardOf(printerId.toLowerCase()), op, args)
     } catch (error) {
-      if (error instanceof ForwardFailed) throw new ServiceError('printer_owner_unavailable', `${error.message}; nothing is known to be stored; retry`, { cause: error })
-      throw error
+      if (!(error instanceof OwnerUnavailable)) throw error
+      const message = error.noOwner ? "no node holds the printer's shard right now (it is moving after a node left); retry" : `${error.message}; retry`
+      throw new ServiceError('printer_owner_unavailable', message, { cause: error })
     }
   }
 }
 
-const local = Symbol('local')
 
 type WireResult = Omit<IngestResult, 'jobOf'> & { jobOf: [string, number | null][] }
 

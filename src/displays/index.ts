@@ -15,7 +15,8 @@ import { DisplayRuntime } from '../../actors/display-runtime.js'
 import { storedStatus, type AssignRequest, type StoredActivation } from '../../actors/display-persistence.js'
 import { LocalShardDirectory, shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
 import { ServiceError } from '../../protocol/errors.js'
-import { ForwardFailed, type Forwarder } from '../cluster/forwarder.js'
+import type { Forwarder } from '../cluster/forwarder.js'
+import { local, OwnerUnavailable, routeToOwner } from '../cluster/route-to-owner.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { configTopic, feedTopic } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
@@ -102,14 +103,14 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const forwarder = options.forwarder
   /** Runs `here` when this node owns the display, else asks the owner; 503 display_owner_unavailable while none can answer. */
   const route = async <T>(displayId: string, op: string, args: Record<string, unknown>, here: () => Promise<T>): Promise<T> => {
-    if (forwarder === undefined || owns(displayId)) return here()
-    const owner = directory.ownerOf(shardOf(displayId)) ?? (await directory.resolveOwner?.(shardOf(displayId)).catch(() => undefined))
-    if (owner === undefined) throw new ServiceError('display_owner_unavailable', "no node holds the display's shard right now (it is moving after a node left); retry")
+    if (forwarder === undefined) return here()
     try {
-      return (await forwarder.call(owner, op, args)) as T
+      const remote = await routeToOwner(directory, forwarder, shardOf(displayId), op, args)
+      return remote === local ? here() : (remote as T)
     } catch (error) {
-      if (error instanceof ForwardFailed) throw new ServiceError('display_owner_unavailable', `${error.message}; nothing is known to be stored; retry`, { cause: error })
-      throw error
+      if (!(error instanceof OwnerUnavailable)) throw error
+      const message = error.noOwner ? "no node holds the display's shard right now (it is moving after a node left); retry" : `${error.message}; retry`
+      throw new ServiceError('display_owner_unavailable', message, { cause: error })
     }
   }
   const changedHere = (organizationId: string, displayId: string) => {
