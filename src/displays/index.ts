@@ -122,10 +122,17 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   forwarder?.handle('display.rebind', (a) => runtime.rebind(a['displayId'] as string, a['organizationId'] as string))
   forwarder?.handle('display.changed', async (a) => changedHere(a['organizationId'] as string, a['displayId'] as string))
   forwarder?.handle('display.forget', (a) => runtime.forget(a['displayId'] as string))
-  /** Tells the owner (this node or another) that the display changed in the store; best effort (a new owner reads the store anyway). */
+  /**
+   * Tells the owner (this node or another) that the display changed in the store; best effort (a new
+   * owner reads the store anyway). While no node can take it (the shard is moving), dashboards still
+   * get the change: this node reads the view from the store and sends the frame itself.
+   */
   const announce = (organizationId: string, displayId: string, op: 'display.changed' | 'display.forget'): void => {
     const here = op === 'display.changed' ? async () => changedHere(organizationId, displayId) : () => runtime.forget(displayId)
-    route(displayId, op, { organizationId, displayId }, here).catch((error: unknown) => logger.warn('announcing a display change to its owner failed', { displayId, error }))
+    route(displayId, op, { organizationId, displayId }, here).catch((error: unknown) => {
+      logger.warn('announcing a display change to its owner failed', { displayId, error })
+      if (op === 'display.changed') liveChanges.changed(organizationId, displayId)
+    })
   }
   // SPEC part 6 rule 5: retained configuration comes back from the store, not from the broker.
   const republished = await runtime.start()
