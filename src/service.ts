@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from './config.js'
+import { withTimeout } from './deadline.js'
 import { createLogger, type Logger } from './log.js'
 import { MetricsRegistry, registerProcessMetrics } from './metrics.js'
 import { buildOpenApiDocument } from './openapi.js'
@@ -260,14 +261,6 @@ export async function startService(config: Config, options: StartOptions = {}): 
     })())
 
   return { port: http.port, url, services, http, bootstrap, stop }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
 
 /**

@@ -28,6 +28,7 @@ import { decode, encode } from '@msgpack/msgpack'
 import { Redis } from 'ioredis'
 import { performance } from 'node:perf_hooks'
 import { ServiceError, type ErrorCode } from '../../protocol/errors.js'
+import { withTimeout } from '../deadline.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 
@@ -104,18 +105,13 @@ export class Forwarder {
 
   static async start(options: ForwarderOptions): Promise<Forwarder> {
     const forwarder = new Forwarder(options)
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis gave no answer within ${connectTimeoutMs} ms`)), connectTimeoutMs)
-    })
+    const connected = Promise.all([forwarder.#pub.connect(), forwarder.#sub.connect()]).then(() => forwarder.#sub.subscribe(forwarder.#channel(options.nodeId)))
     try {
-      await Promise.race([Promise.all([forwarder.#pub.connect(), forwarder.#sub.connect()]).then(() => forwarder.#sub.subscribe(forwarder.#channel(options.nodeId))), deadline])
+      await withTimeout(connected, connectTimeoutMs, () => new Error(`Redis gave no answer within ${connectTimeoutMs} ms`))
     } catch (error) {
       forwarder.#pub.disconnect()
       forwarder.#sub.disconnect()
       throw error
-    } finally {
-      clearTimeout(timer)
     }
     return forwarder
   }

@@ -19,6 +19,7 @@
 import { decode, encode } from '@msgpack/msgpack'
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
+import { withTimeout } from '../deadline.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import type { LiveChange, LiveHub } from './hub.js'
@@ -79,19 +80,12 @@ export class RedisRelay {
 
   static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
     const relay = new RedisRelay(url, schema, hub, logger, metrics)
-    // ioredis retries a refused connection forever: a start that waited on it would never end.
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${connectTimeoutMs} ms`)), connectTimeoutMs)
-    })
     try {
-      await Promise.race([Promise.all([relay.#pub.connect(), relay.#sub.connect()]).then(() => relay.#sub.subscribe(relay.#channel)), deadline])
+      await withTimeout(Promise.all([relay.#pub.connect(), relay.#sub.connect()]).then(() => relay.#sub.subscribe(relay.#channel)), connectTimeoutMs)
     } catch (error) {
       relay.#pub.disconnect()
       relay.#sub.disconnect()
       throw error
-    } finally {
-      clearTimeout(timer)
     }
     return relay
   }

@@ -6,6 +6,7 @@ import postgres, { type Sql, type TransactionSql } from 'postgres'
 import type { Config } from '../config.js'
 import { redact } from '../config.js'
 import type { Logger } from '../log.js'
+import { withTimeout } from '../deadline.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
 
 export type StoreKind = 'postgres' | 'pglite'
@@ -47,17 +48,7 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
   const kind: StoreKind = embedded ? 'pglite' : 'postgres'
   const ping = async (timeoutMs: number): Promise<number> => {
     const started = performance.now()
-    let timer: NodeJS.Timeout | undefined
-    try {
-      await Promise.race([
-        sql`select 1`,
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new StoreUnreachable(`no answer within ${timeoutMs} ms`)), timeoutMs)
-        }),
-      ])
-    } finally {
-      clearTimeout(timer)
-    }
+    await withTimeout(sql`select 1`, timeoutMs, () => new StoreUnreachable(`no answer within ${timeoutMs} ms`))
     return performance.now() - started
   }
   try {

@@ -3,17 +3,21 @@ import { childServiceEnv, startChildService } from '../../helpers/child-service.
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
 import { connectLive } from '../../helpers/live.js'
 import { request } from '../../helpers/http.js'
-import { tempDir, tempSchema } from '../../helpers/service.js'
+import { tempDir, tempSchema, type TestContext } from '../../helpers/service.js'
 
 const shared = process.env['DATABASE_URL'] !== undefined && process.env['REDIS_URL'] !== undefined
 const schema = shared ? tempSchema(t) : 'public'
+const skip = shared ? false : 'needs DATABASE_URL and REDIS_URL (two processes share them)'
 
-t.test('live feed across nodes - a dashboard on node B sees the printers node A ingests, through Redis', { skip: shared ? false : 'needs DATABASE_URL and REDIS_URL (two processes share them)' }, async (t) => {
-  const env = (dataDir: string) => childServiceEnv(dataDir, schema)
-  const a = await startChildService(t, { env: env(tempDir(t)) })
-  const b = await startChildService(t, { env: env(tempDir(t)) })
-  const farmA = await openFarm(a.url)
-  const farmB = await openFarm(b.url)
+/** Two nodes on this file's schema and Redis, each signed in as the admin. */
+async function twoNodes(t: TestContext) {
+  const a = await startChildService(t, { env: childServiceEnv(tempDir(t), schema) })
+  const b = await startChildService(t, { env: childServiceEnv(tempDir(t), schema) })
+  return { a, b, farmA: await openFarm(a.url), farmB: await openFarm(b.url) }
+}
+
+t.test('live feed across nodes - a dashboard on node B sees the printers node A ingests, through Redis', { skip }, async (t) => {
+  const { a, b, farmA, farmB } = await twoNodes(t)
   const printer = await addPrinter(farmA)
 
   const dashboard = await connectLive(b.url, { headers: farmB.bridge })
@@ -31,12 +35,8 @@ t.test('live feed across nodes - a dashboard on node B sees the printers node A 
   t.equal(event.seq, snapshot.seq! + 1, "in node B's own sequence")
 })
 
-t.test('live feed across nodes - display changes reach the displays topic on every node, whichever node owns the display', { skip: shared ? false : 'needs DATABASE_URL and REDIS_URL (two processes share them)' }, async (t) => {
-  const env = (dataDir: string) => childServiceEnv(dataDir, schema)
-  const a = await startChildService(t, { env: env(tempDir(t)) })
-  const b = await startChildService(t, { env: env(tempDir(t)) })
-  const farmA = await openFarm(a.url)
-  const farmB = await openFarm(b.url)
+t.test('live feed across nodes - display changes reach the displays topic on every node, whichever node owns the display', { skip }, async (t) => {
+  const { a, b, farmA, farmB } = await twoNodes(t)
   const dashboards = await Promise.all([connectLive(a.url, { headers: farmA.admin }), connectLive(b.url, { headers: farmB.admin })])
   t.teardown(() => dashboards.forEach((d) => d.close()))
   for (const d of dashboards) {

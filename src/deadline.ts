@@ -1,0 +1,14 @@
+/**
+ * A bound on a wait: ioredis retries a refused connection forever and a
+ * store that does not answer never rejects, so a start-up or a probe that
+ * waited on them alone would never end.
+ */
+
+/** `promise`, or a rejection with `timedOut()` once `ms` pass first; the timer is cleared either way. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, timedOut: () => Error = () => new Error(`no answer within ${ms} ms`)): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
