@@ -26,6 +26,11 @@ export const errorCodes = {
     description:
       'A body, query or path field is missing, unknown, of the wrong type or out of range. The message names the field and the rule.',
   },
+  invalid_unicode: {
+    status: 400,
+    description:
+      'The text is not Unicode: its bytes are not UTF-8, or a \\u escape names half of a surrogate pair (such as \\ud800 alone). Send UTF-8; escape a character outside the BMP as a pair. The message names the field.',
+  },
   body_required: {
     status: 400,
     description: 'This route needs a JSON body and the request had none.',
@@ -86,7 +91,7 @@ export const errorCodes = {
   },
   ORG_ADMIN_REQUIRED: {
     status: 403,
-    description: 'Only an admin of the organization may do this (SPEC part 7).',
+    description: 'Only an admin of the organization may do this; a member may not. `printfarm routes` lists which routes need an admin.',
   },
   organization_required: {
     status: 400,
@@ -184,7 +189,7 @@ export const errorCodes = {
   },
   invalid_frame: {
     status: 400,
-    description: 'Live feed: the frame is not JSON (printfarm.v1.json) or MessagePack (printfarm.v1.msgpack). See the protocol in the README.',
+    description: 'Live feed: the frame is not JSON (printfarm.v1.json) or MessagePack (printfarm.v1.msgpack). See docs/live-feed.md.',
   },
   MQTT_DISPLAY_REQUEST_INVALID: {
     // SPEC part 7: the signal-profile and display routes' own 400 code.
@@ -238,7 +243,7 @@ export const errorCodes = {
   MQTT_DISPLAY_NOT_CONFIGURED: {
     status: 503,
     description:
-      'Displays cannot be served: the MQTT broker has no way for the service to manage display credentials (see the README, "Status displays"), or the display store is unavailable.',
+      'Displays cannot be served: the MQTT broker has no way for the service to manage display credentials (see docs/displays.md, "Brokers"), or the display store is unavailable.',
   },
   mqtt_broker_unavailable: {
     status: 503,

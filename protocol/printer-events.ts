@@ -72,7 +72,7 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
 const Id200 = Type.String({ minLength: 1, maxLength: 200 })
 const EventTypeSchema = Type.Union(
   printerEventTypes.map((t) => Type.Literal(t)),
-  { description: 'One of the 26 printer event types (SPEC part 6).' },
+  { description: 'One of the 26 printer event types (docs/printers-and-events.md, "Event types").' },
 )
 const Seqn = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Bridge's per-printer sequence number; events apply in seqn order." })
 const Epoch = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "The host assignment's epoch, as read from GET /v1/printer-config." })

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 /**
  * The `printfarm` command. Exit codes: 0 done, 1 failed at run time,
- * 2 bad configuration or usage (fix the environment or the arguments).
+ * 2 bad configuration or usage (fix the environment or the arguments: a bad
+ * variable, a taken port, a HOST that is not this machine's, a DATA_DIR in use).
  */
 import { ConfigError, loadConfig } from './config.js'
+import { StartupProblem } from './startup/problems.js'
 import { createLogger } from './log.js'
 import { allRoutes, startService } from './service.js'
 import { renderRouteTable } from './route-table.js'
@@ -13,6 +15,7 @@ import { migrations } from './storage/migrations/index.js'
 import { serviceVersion } from './version.js'
 import { runDisplaySim } from './displays/simulator-cli.js'
 import { runMosquittoSetup } from './mqtt/setup-cli.js'
+import { runAdminCommand } from './auth/admin-cli.js'
 
 const usage = `printfarm ${serviceVersion}: backend for 3D print farms
 
@@ -21,6 +24,7 @@ usage: printfarm [command]
 commands:
   serve      run the service (default); configured by environment variables, see README
   migrate    apply pending database migrations and exit
+  admin reset-password EMAIL  set and print a new password for an account (the way back in); see README
   routes     print every route with who may call it and the API key scope it needs
   display-sim  run a simulated status display against a broker (see README, "Status displays")
   mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (README)
@@ -43,6 +47,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
   if (command === 'display-sim') return runDisplaySim(argv.slice(1))
+  if (command === 'admin') return runAdminCommand(argv.slice(1))
   if (command === 'mosquitto-setup') return runMosquittoSetup(argv.slice(1))
   if (command !== 'serve' && command !== 'migrate') {
     process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)
@@ -80,15 +85,19 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
 
-  const service = await startService(config, { logger })
-  if (service.bootstrap !== undefined) {
-    // Printed once: only its hash is stored.
-    logger.info('admin account created; sign in at POST /v1/auth/login', {
-      email: service.bootstrap.email,
-      password: service.bootstrap.generatedPassword ?? '(from PRINTFARM_ADMIN_PASSWORD)',
-    })
+  let service
+  try {
+    service = await startService(config, { logger })
+  } catch (error) {
+    if (error instanceof StartupProblem) {
+      logger.error('start-up failed', { error: error.message })
+      process.stderr.write(`printfarm: ${error.message}\n`)
+      return 2
+    }
+    throw error
   }
   logger.info('printfarm listening', {
+    startupMs: service.startupMs,
     url: service.url,
     publicBaseUrl: config.publicBaseUrl,
     store: service.services.db.kind,
@@ -122,6 +131,6 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`printfarm: ${error instanceof Error ? error.message : String(error)}\n`)
-    process.exit(1)
+    process.exit(error instanceof StartupProblem ? 2 : 1)
   },
 )

@@ -6,6 +6,7 @@
  */
 import { isAbsolute, resolve } from 'node:path'
 import { logLevels, type LogLevel } from './log.js'
+import { StartupProblem } from './startup/problems.js'
 
 export interface Config {
   /** HTTP + WebSocket port; 0 picks a free one (tests). */
@@ -56,7 +57,7 @@ export interface Config {
   printerActorsMax: number
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends StartupProblem {
   readonly problems: readonly string[]
   constructor(problems: readonly string[]) {
     super(`invalid configuration:\n  - ${problems.join('\n  - ')}`)

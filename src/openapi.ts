@@ -25,7 +25,7 @@ function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
   if (route.schemas.body || route.schemas.query || route.schemas.params) codes.push('validation_failed')
   if (takesBody) codes.push('payload_too_large')
   if (route.schemas.body) {
-    codes.push('invalid_json', 'unsupported_media_type')
+    codes.push('invalid_json', 'invalid_unicode', 'unsupported_media_type')
     if (!route.emptyBodyAllowed) codes.push('body_required')
   }
   if (route.auth.kind !== 'public') codes.push('unauthorized', 'token_expired')
@@ -36,7 +36,7 @@ function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
   codes.push('internal_error')
   const own = route.invalidRequestCode
   if (own === undefined) return codes
-  const faults: readonly ErrorCode[] = ['validation_failed', 'invalid_json', 'body_required']
+  const faults: readonly ErrorCode[] = ['validation_failed', 'invalid_json', 'invalid_unicode', 'body_required']
   return [...new Set(codes.map((code) => (faults.includes(code) ? own : code)))]
 }
 
@@ -62,7 +62,8 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query'): Json[
     return {
       name,
       in: where,
-      required: where === 'path' ? true : required.has(name),
+      // A parameter with a default is optional to the caller, whatever the typed value says.
+      required: where === 'path' ? true : required.has(name) && !('default' in property),
       ...(typeof description === 'string' ? { description } : {}),
       schema: rest,
     }
@@ -130,7 +131,12 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       version: apiVersion,
       summary: 'Backend for 3D print farms.',
       description: [
-        'REST API of a 3D print farm service: printers and their events, jobs, models and files, materials, displays.',
+        'REST API of a 3D print farm service: accounts and organizations, API keys and bridge pairing, printer configuration and host ' +
+          'assignment, printer events from bridges, a live WebSocket feed, and status displays with light-signal profiles. ' +
+          'This document lists exactly the routes this build serves; any other path answers 404 `route_not_found`.',
+        '## Versions',
+        '`info.version` is the version of this interface (the routes, bodies and error codes described here); it changes only when they do. ' +
+          'The version of the running build is another number: `version` in `GET /healthz`, or `printfarm version`.',
         '## Accounts',
         'Every resource belongs to one organization; people belong to organizations as `admin` (may change it) or `member` (may use it). ' +
           'Sign in with `POST /v1/auth/login` for an ES256 access token (15 minutes, keys at `/.well-known/jwks.json`) and a single-use refresh token (30 days; ' +
@@ -144,7 +150,7 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
           '`Authorization: Bearer`, `x-api-key` (scope `printers:read`) or `?access_token=`; subprotocols `printfarm.v1.json` (default) and `printfarm.v1.msgpack`. ' +
           'Client frames `{op: subscribe|unsubscribe|ping, topics, since?, stream?}`; server frames `{op: snapshot|event|error|pong, topic, seq, data}` on topics ' +
           '`printers`, `printer:<id>`, `jobs`, `displays`. Close codes: 1001 shutting down, 4001 token expired, 4002 invalid frames, 4008 too slow. ' +
-          'The README documents ordering, resume and the slow-client policy.',
+          'Ordering, resume and the slow-client policy are described in docs/live-feed.md of the printfarm repository.',
         '## Who may call what',
         renderRouteTable(routes),
         '## Errors',

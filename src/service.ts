@@ -2,6 +2,13 @@
  * One node of the service: configuration in, a running HTTP server out, and a
  * stop() that drains it. The CLI, the tests and the benchmarks all start the
  * service through here, so they run the same stack.
+ *
+ * The start is ordered so that it cannot half-succeed: the listen addresses
+ * are checked before anything exists; the store, the cluster, the actors, the
+ * broker and the live feed come up next, each undone in reverse if a later
+ * one fails; the HTTP port is taken (exclusively) last but one; and the first
+ * admin is created only once the service is up, so a password printed is a
+ * password that works. Each step is one function below.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -21,7 +28,7 @@ import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
 import { connectMqtt, type MqttConnection } from './mqtt/connection.js'
 import { bootstrapAdmin } from './auth/accounts.js'
-import { createAuthenticator } from './auth/authenticate.js'
+import { createAuthenticator, type Authenticate } from './auth/authenticate.js'
 import { FailureLimiter } from './auth/failure-limiter.js'
 import { loadKeyring, type Keyring } from './auth/keyring.js'
 import { Sessions } from './auth/sessions.js'
@@ -35,7 +42,7 @@ import { printerConfigRoutes } from './routes/printer-config.js'
 import { printerEventRoutes } from './routes/printer-events.js'
 import { farmPageRoutes } from './routes/farm-page.js'
 import { startPrinterNode, type PrinterNode } from './printers/runtime.js'
-import { createLiveFeed } from './live/index.js'
+import { createLiveFeed, type LiveFeed } from './live/index.js'
 import { RedisRelay } from './live/redis-relay.js'
 import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
@@ -48,6 +55,8 @@ import { LocalShardDirectory, type ShardDirectory } from '../actors/shard-direct
 import { RedisShardDirectory } from './cluster/redis-shard-directory.js'
 import { Forwarder } from './cluster/forwarder.js'
 import { RoutedPrinters } from './cluster/routed-printers.js'
+import { checkListenAddresses } from './startup/preflight.js'
+import { StartedParts } from './startup/started-parts.js'
 
 export interface RunningService {
   readonly port: number
@@ -57,6 +66,8 @@ export interface RunningService {
   readonly http: HttpServer
   /** Set when this start created the first admin; the password only when it was generated. */
   readonly bootstrap: { email: string; generatedPassword: string | undefined } | undefined
+  /** Milliseconds from the call of startService to a node that answers. */
+  readonly startupMs: number
   /** Graceful: stop accepting, finish in-flight requests, close the store. Idempotent. */
   stop(): Promise<void>
 }
@@ -75,150 +86,57 @@ export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
   return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
+/** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
+interface Core {
+  readonly db: Database
+  readonly metrics: MetricsRegistry
+  readonly stopProcessMetrics: () => void
+  readonly state: NodeState
+  readonly sealedBox: SealedBox
+  readonly keyring: Keyring
+  readonly directory: ShardDirectory
+  readonly forwarder: Forwarder | undefined
+  readonly printerNode: PrinterNode
+  readonly mqtt: MqttConnection
+  readonly displayNode: DisplayNode
+}
+
+/** The live feed with its relay to other nodes (when Redis is configured). */
+interface Live {
+  readonly feed: LiveFeed
+  readonly relay: RedisRelay | undefined
+}
+
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
+  const began = performance.now()
   const logger = options.logger ?? createLogger(config.logLevel)
-  // Fail before touching the store when the server could not run anyway.
+  // Fail before creating anything when the server could not run anyway.
   assertNativeUws()
-  const db: Database = await openDatabase(config, logger)
-  const metrics = new MetricsRegistry()
-  const stopProcessMetrics = registerProcessMetrics(metrics)
-  // What has started so far, undone in reverse when a later step of the start fails.
-  const started: (() => unknown)[] = [() => db.close(), stopProcessMetrics]
-  const undo = async (): Promise<void> => {
-    for (const close of [...started].reverse()) await Promise.resolve().then(close).catch(() => undefined)
-  }
-  const state: NodeState = { migrationsVersion: 0, accepting: true }
-  let mqtt: MqttConnection
-  let keyring: Keyring
-  let sealedBox: SealedBox
-  let bootstrap: RunningService['bootstrap']
-  let printerNode: PrinterNode
-  let displayNode: DisplayNode
-  let directory: ShardDirectory
-  let forwarder: Forwarder | undefined
-  const displayStore = new DisplayStore(db.sql)
+  await checkListenAddresses(config)
+  const parts = new StartedParts()
   try {
-    const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
-    state.migrationsVersion = result.version
-    sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
-    keyring = await loadKeyring(db.sql, sealedBox, logger)
-    bootstrap = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
-    // With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all.
-    if (config.redisUrl !== undefined) {
-      const redisDirectory = new RedisShardDirectory({
-        redisUrl: config.redisUrl,
-        keyspace: config.databaseSchema,
-        sql: db.sql,
-        logger,
-        metrics,
-        nodeId: config.nodeId ?? persistentNodeId(config.dataDir),
-        leaseMs: config.shardLeaseMs,
-      })
-      directory = redisDirectory
-      try {
-        forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: redisDirectory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics })
-        await withTimeout(redisDirectory.start(), 5_000)
-      } catch (error) {
-        redisDirectory.abandon()
-        await forwarder?.close()
-        throw new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
-      }
-      const f = forwarder
-      started.push(() => f.close(), () => redisDirectory.stop())
-    } else {
-      directory = new LocalShardDirectory()
-    }
-    printerNode = await startPrinterNode(db, config, metrics, logger, directory)
-    started.push(() => printerNode.stop())
-    mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
-    started.push(() => mqtt.close())
-    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
-    started.push(() => displayNode.stop())
-  } catch (error) {
-    await undo()
-    throw error
-  }
-
-  const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
-  let openApi: string | undefined
-  const sessions = new Sessions(db.sql, keyring, config.publicBaseUrl)
-  const apiKeyCache = new ApiKeyCache(db.sql)
-  const apiKeyUsage = new UsageLogWriter(db.sql, logger)
-  const pairingWindowMs = loginFailureWindowMs
-  const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
-  const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
-  const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
-  // Display frames come from the node that runs the display's actor (relayed to the others below).
-  displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
-  let relay: RedisRelay | undefined
-  if (config.redisUrl !== undefined) {
-    try {
-      relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, live.hub, logger, metrics)
-    } catch (error) {
-      await undo()
-      throw new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
-    }
-    const r = relay
-    started.push(() => r.close())
-    live.onLocalChange((change) => r.publish(change))
-    displayNode.onLiveChange((organizationId, display) => r.publishDisplay(organizationId, display))
-    // The status feeds of this node's displays follow printers owned by other nodes too.
-    r.onReceived((change) => displayNode.feed.printerChanged(change.printer.id))
-  }
-  const services: Services = {
-    config,
-    logger,
-    metrics,
-    db,
-    mqtt,
-    keyring,
-    sessions,
-    loginFailures: {
-      accountAtAddress: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
-      address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
-      account: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
-    },
-    apiKeyCache,
-    apiKeyUsage,
-    printerConfig: new PrinterConfigStore(db, sealedBox, logger),
-    printers,
-    shards: {
-      readiness: () => ({
-        ok: directory instanceof RedisShardDirectory ? directory.ready : true,
-        kind: directory instanceof RedisShardDirectory ? 'redis' : 'local',
-        nodeId: directory.nodeId,
-        owned: directory instanceof RedisShardDirectory ? directory.ownedShards().length : 256,
-      }),
-    },
-    live,
-    profiles: new ProfileStore(db.sql),
-    displays: displayNode,
-    pairingLimits: {
-      generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: pairingWindowMs }),
-      verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
-      exchangeFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: pairingWindowMs }),
-    },
-    state,
-    startedAt: Date.now(),
-    openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(routes, { publicBaseUrl: config.publicBaseUrl }))),
-  }
-
-  let http: HttpServer
-  try {
-    http = await startHttpServer({
+    const core = await startCore(config, logger, parts)
+    const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl)
+    const apiKeyCache = new ApiKeyCache(core.db.sql)
+    const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache)
+    const live = await startLive(config, logger, core, authenticate, sessions, parts)
+    const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
+    const services = wireServices(config, logger, core, live.feed, { sessions, apiKeyCache, routes })
+    parts.add(() => services.apiKeyUsage.close())
+    const http = await startHttpServer({
       host: config.host,
       port: config.port,
       bodyLimitBytes: config.bodyLimitBytes,
       requestTimeoutMs: config.requestTimeoutMs,
       corsOrigins: config.corsOrigins,
       logger,
-      metrics,
+      metrics: core.metrics,
       routes,
       services,
       authenticate,
-      attach: (app) => live.attach(app),
+      attach: (app) => live.feed.attach(app),
       onApiKeyUse: (use) =>
-        apiKeyUsage.record({
+        services.apiKeyUsage.record({
           apiKeyId: use.keyId,
           usedAt: new Date(),
           method: use.method,
@@ -228,39 +146,198 @@ export async function startService(config: Config, options: StartOptions = {}): 
           requestId: use.requestId,
         }),
     })
+    parts.add(() => http.close(0))
+    const bootstrap = await createFirstAdmin(core.db, config, logger)
+    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
+    let stopping: Promise<void> | undefined
+    return {
+      port: http.port,
+      url: `http://${host}:${http.port}`,
+      services,
+      http,
+      bootstrap,
+      startupMs: Math.round(performance.now() - began),
+      stop: () => (stopping ??= stopNode(config, logger, core, live, http, services)),
+    }
   } catch (error) {
-    await undo()
+    await parts.undo()
     throw error
   }
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
-  const url = `http://${host}:${http.port}`
+}
 
-  let stopping: Promise<void> | undefined
-  const stop = (): Promise<void> =>
-    (stopping ??= (async () => {
-      state.accepting = false
-      logger.info('shutting down', { inFlight: http.inFlight })
-      try {
-        live.close()
-        await http.close(config.shutdownTimeoutMs)
-        // Actors finish their messages and the group commit writes its last flush before the store closes.
-        await displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
-        await printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
-        // Handoff: the actors drained and the group commit flushed above; only now are the leases
-        // released, so the next owner hydrates after this node's last write.
-        await directory.stop().catch((error: unknown) => logger.warn('releasing the shards failed; they expire by themselves', { error }))
-        await forwarder?.close()
-        await apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
-        await mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
-        await relay?.close()
-      } finally {
-        await db.close()
-        stopProcessMetrics()
-      }
-      logger.info('stopped')
-    })())
+async function startCore(config: Config, logger: Logger, parts: StartedParts): Promise<Core> {
+  const db = await openDatabase(config, logger)
+  parts.add(() => db.close())
+  const metrics = new MetricsRegistry()
+  const stopProcessMetrics = registerProcessMetrics(metrics)
+  parts.add(stopProcessMetrics)
+  const state: NodeState = { migrationsVersion: 0, accepting: true }
+  state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
+  const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
+  const keyring = await loadKeyring(db.sql, sealedBox, logger)
+  const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts)
+  const printerNode = await startPrinterNode(db, config, metrics, logger, directory)
+  parts.add(() => printerNode.stop())
+  const displayStore = new DisplayStore(db.sql)
+  const mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
+  parts.add(() => mqtt.close())
+  if (config.mqttUrl !== undefined && config.mqttDisplayCredentials === 'none') {
+    logger.warn(
+      'status displays are off: MQTT_URL names an external broker and MQTT_DISPLAY_CREDENTIALS is none, so the service cannot give displays credentials; display registration answers 503 MQTT_DISPLAY_NOT_CONFIGURED (set MQTT_DISPLAY_CREDENTIALS=dynamic-security for Mosquitto, see the README)',
+    )
+  }
+  const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
+  parts.add(() => displayNode.stop())
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, printerNode, mqtt, displayNode }
+}
 
-  return { port: http.port, url, services, http, bootstrap, stop }
+/** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
+async function startCluster(
+  config: Config,
+  logger: Logger,
+  db: Database,
+  metrics: MetricsRegistry,
+  parts: StartedParts,
+): Promise<{ directory: ShardDirectory; forwarder: Forwarder | undefined }> {
+  if (config.redisUrl === undefined) return { directory: new LocalShardDirectory(), forwarder: undefined }
+  const directory = new RedisShardDirectory({
+    redisUrl: config.redisUrl,
+    keyspace: config.databaseSchema,
+    sql: db.sql,
+    logger,
+    metrics,
+    nodeId: config.nodeId ?? persistentNodeId(config.dataDir),
+    leaseMs: config.shardLeaseMs,
+  })
+  let forwarder: Forwarder | undefined
+  try {
+    forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: directory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics })
+    await withTimeout(directory.start(), 5_000)
+  } catch (error) {
+    directory.abandon()
+    await forwarder?.close()
+    throw redisUnreachable(error)
+  }
+  const started = forwarder
+  parts.add(() => started.close())
+  parts.add(() => directory.stop())
+  return { directory, forwarder }
+}
+
+async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<Live> {
+  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, authenticate, sessions, logger, metrics: core.metrics })
+  parts.add(() => feed.close())
+  // Display frames come from the node that runs the display's actor (relayed to the others below).
+  core.displayNode.onLiveChange((organizationId, display) => feed.hub.displayChanged(organizationId, display))
+  if (config.redisUrl === undefined) return { feed, relay: undefined }
+  let relay: RedisRelay
+  try {
+    relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, feed.hub, logger, core.metrics)
+  } catch (error) {
+    throw redisUnreachable(error)
+  }
+  parts.add(() => relay.close())
+  feed.onLocalChange((change) => relay.publish(change))
+  core.displayNode.onLiveChange((organizationId, display) => relay.publishDisplay(organizationId, display))
+  // The status feeds of this node's displays follow printers owned by other nodes too.
+  relay.onReceived((change) => core.displayNode.feed.printerChanged(change.printer.id))
+  return { feed, relay }
+}
+
+/** What route handlers are given (pure construction: nothing here starts or connects). */
+function wireServices(
+  config: Config,
+  logger: Logger,
+  core: Core,
+  live: LiveFeed,
+  parts: { sessions: Sessions; apiKeyCache: ApiKeyCache; routes: readonly Route<RouteSchemas, Services>[] },
+): Services {
+  const { db, directory } = core
+  let openApi: string | undefined
+  const redis = directory instanceof RedisShardDirectory ? directory : undefined
+  return {
+    config,
+    logger,
+    metrics: core.metrics,
+    db,
+    mqtt: core.mqtt,
+    keyring: core.keyring,
+    sessions: parts.sessions,
+    loginFailures: {
+      accountAtAddress: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
+      address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
+      account: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
+    },
+    apiKeyCache: parts.apiKeyCache,
+    apiKeyUsage: new UsageLogWriter(db.sql, logger),
+    printerConfig: new PrinterConfigStore(db, core.sealedBox, logger),
+    printers: new RoutedPrinters(core.printerNode.runtime, directory, core.forwarder),
+    shards: {
+      readiness: () => ({
+        ok: redis?.ready ?? true,
+        kind: redis === undefined ? 'local' : 'redis',
+        nodeId: directory.nodeId,
+        owned: redis?.ownedShards().length ?? 256,
+      }),
+    },
+    live,
+    profiles: new ProfileStore(db.sql),
+    displays: core.displayNode,
+    pairingLimits: {
+      generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
+      verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),
+      exchangeFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),
+    },
+    state: core.state,
+    startedAt: Date.now(),
+    openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(parts.routes, { publicBaseUrl: config.publicBaseUrl }))),
+  }
+}
+
+/**
+ * The first start of an empty store creates an organization and its admin,
+ * now that the service answers: the password is logged at once, the moment
+ * the account exists, so no later failure can leave an account nobody can
+ * sign in to (and `printfarm admin reset-password` is the way back in anyway).
+ */
+async function createFirstAdmin(db: Database, config: Config, logger: Logger): Promise<RunningService['bootstrap']> {
+  const created = await bootstrapAdmin(db.sql, { email: config.adminEmail, password: config.adminPassword }, logger)
+  if (created !== undefined) {
+    // Printed once: only its hash is stored.
+    logger.info('admin account created; sign in at POST /v1/auth/login', {
+      email: created.email,
+      password: created.generatedPassword ?? '(from PRINTFARM_ADMIN_PASSWORD)',
+    })
+  }
+  return created
+}
+
+/** Graceful stop, in the order that loses nothing: stop taking work, drain, flush, hand the shards over, close. */
+async function stopNode(config: Config, logger: Logger, core: Core, live: Live, http: HttpServer, services: Services): Promise<void> {
+  core.state.accepting = false
+  logger.info('shutting down', { inFlight: http.inFlight })
+  try {
+    live.feed.close()
+    await http.close(config.shutdownTimeoutMs)
+    // Actors finish their messages and the group commit writes its last flush before the store closes.
+    await core.displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
+    await core.printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
+    // Handoff: the actors drained and the group commit flushed above; only now are the leases
+    // released, so the next owner hydrates after this node's last write.
+    await core.directory.stop().catch((error: unknown) => logger.warn('releasing the shards failed; they expire by themselves', { error }))
+    await core.forwarder?.close()
+    await services.apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
+    await core.mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
+    await live.relay?.close()
+  } finally {
+    await core.db.close()
+    core.stopProcessMetrics()
+  }
+  logger.info('stopped')
+}
+
+function redisUnreachable(error: unknown): Error {
+  return new Error(`REDIS_URL is set but Redis did not answer (${(error as Error).message}); start Redis or unset REDIS_URL`, { cause: error })
 }
 
 /**

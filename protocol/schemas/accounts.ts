@@ -22,6 +22,15 @@ export const LoginBody = Type.Object(
 )
 export type LoginBody = Static<typeof LoginBody>
 
+export const ChangePasswordBody = Type.Object(
+  {
+    current_password: Type.String({ minLength: 1, maxLength: 200 }),
+    new_password: NewPassword,
+  },
+  { ...strict, title: 'ChangePasswordRequest' },
+)
+export type ChangePasswordBody = Static<typeof ChangePasswordBody>
+
 export const RefreshBody = Type.Object({ refresh_token: Type.String({ minLength: 1, maxLength: 200 }) }, { ...strict, title: 'RefreshRequest' })
 export type RefreshBody = Static<typeof RefreshBody>
 

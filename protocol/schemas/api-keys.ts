@@ -13,7 +13,7 @@ const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.U
 
 export const ScopeSchema = Type.Union(
   consentScopes.map((s) => Type.Literal(s)),
-  { description: 'One of the 19 scope values of SPEC part 2.' },
+  { description: 'One of the 19 scope values (docs/authentication.md, "Scopes").' },
 )
 export const ScopesSchema = Type.Array(ScopeSchema, { minItems: 1, maxItems: consentScopes.length, uniqueItems: true })
 
@@ -61,7 +61,7 @@ export const DeleteApiKeyQuery = Type.Object({ organizationId: Uuid }, strict)
 export const UsageLogQuery = Type.Object(
   {
     limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-    before: Type.Optional(Type.Integer({ minimum: 1, description: 'nextCursor of the previous page.' })),
+    before: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'nextCursor of the previous page.' })),
   },
   strict,
 )

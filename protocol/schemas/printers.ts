@@ -12,6 +12,11 @@
  *   lists leave it out unless include_incomplete=true.
  * - host_id is set on create or upsert only while the printer is unassigned;
  *   moving it is PUT /v1/printers/{id}/host-assignment, which raises the epoch.
+ * - Least privilege: the printers' own credentials are read only by those who
+ *   connect to printers (admins, keys with printers:write); giving a printer a
+ *   host or enabling it changes the fleet and needs fleet:write (or an admin)
+ *   on every route, so a bridge may report printers it discovered (created
+ *   disabled, on no host) but not put them into service.
  */
 import { Type, type Static } from '@sinclair/typebox'
 
@@ -93,6 +98,11 @@ export const PrinterConfigSchema = Type.Object(
     reconnect_interval: Type.Integer(),
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
+    credentials_redacted: Type.Boolean({
+      description:
+        'True when access_token and api_key are withheld from this caller (null whether set or not): they are shown only to organization admins ' +
+        'and to API keys with printers:write, such as a paired bridge, which connects to the printers.',
+    }),
   },
   { title: 'PrinterConfig' },
 )
@@ -160,7 +170,7 @@ export const FilamentSlotSchema = Type.Object(
 export const FilamentAssignBody = Type.Object(
   {
     slots: Type.Array(FilamentSlotSchema, { minItems: 1, maxItems: 64 }),
-    jobId: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    jobId: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()])),
   },
   { ...strict, title: 'FilamentAssignRequest' },
 )

@@ -35,7 +35,7 @@ export const SignalProfileSummarySchema = Type.Object(
     name: Type.String(),
     draftRevision: Type.Integer({ description: 'Rises by one on every draft save, rename and archive change.' }),
     latestPublishedRevision: Type.Union([Type.Integer(), Type.Null()], { description: 'The number of the newest published revision; null before the first publish.' }),
-    latestPublishedRevisionId: Type.Union([Uuid, Type.Null()], { description: 'Its id (what an assignment names); an addition to the SPEC fields.' }),
+    latestPublishedRevisionId: Type.Union([Uuid, Type.Null()], { description: 'Its id (what an assignment names).' }),
     archived: Type.Boolean(),
     updatedAt: DateTime,
   },
@@ -131,7 +131,7 @@ export const DisplayTopicsSchema = Type.Object(
     health: Type.String(),
     resync: Type.String(),
   },
-  { ...strict, description: "This binding's MQTT topics (SPEC part 6)." },
+  { ...strict, description: "This binding's MQTT topics (docs/displays.md)." },
 )
 
 export const DisplaySchema = Type.Object(

@@ -36,14 +36,14 @@ export type Program = Static<typeof ProgramSchema>
 
 export const PatternSchema = Type.Object(
   {
-    id: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
+    id: Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9_-]{1,64}$' }),
     name: Type.String({ maxLength: 200 }),
     program: ProgramSchema,
   },
   { additionalProperties: false },
 )
 
-const PatternId = Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' })
+const PatternId = Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9_-]{1,64}$' })
 export const staleModes = ['per_pixel', 'all_pixels', 'first_pixel'] as const
 
 export const DraftSchema = Type.Object(

@@ -58,6 +58,24 @@ export async function createUser(sql: Queryable, email: string, password: string
   return { id: row.id, email: email.trim(), createdAt: row.created_at.toISOString() }
 }
 
+/**
+ * Sets a new password and ends every sign-in of the account (its refresh
+ * tokens are revoked; access tokens already issued run out within 15 minutes).
+ * Whoever held the old password, or a token from it, is out.
+ */
+export async function setPassword(sql: { begin<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, userId: string, password: string): Promise<void> {
+  const hash = await hashPassword(password)
+  await sql.begin(async (tx) => {
+    await tx`update users set password_hash = ${hash} where id = ${userId}`
+    await tx`update refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`
+  })
+}
+
+/** A password nobody chose: 20 characters of base64url (120 bits). */
+export function generatePassword(): string {
+  return randomBytes(15).toString('base64url')
+}
+
 export async function membershipsOf(sql: Queryable, userId: string): Promise<Membership[]> {
   const rows = await sql<{ organization_id: string; name: string; role: Role }[]>`
     select m.organization_id, o.name, m.role from memberships m join organizations o on o.id = m.organization_id
@@ -165,7 +183,7 @@ export async function bootstrapAdmin(
     const [any] = await tx`select 1 from users limit 1`
     if (any !== undefined) return undefined
     const email = options.email ?? 'admin@printfarm.local'
-    const generatedPassword = options.password === undefined ? randomBytes(15).toString('base64url') : undefined
+    const generatedPassword = options.password === undefined ? generatePassword() : undefined
     const user = await createUser(tx, email, options.password ?? generatedPassword!)
     const org = await createOrganization(tx, 'My farm', user.id)
     logger.info('first start: organization and admin created', { organizationId: org.id, email })

@@ -18,6 +18,8 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   if (value === undefined) return undefined
   const match = /^Bearer[ ]+([A-Za-z0-9._~+/=-]{1,4096})\s*$/i.exec(value)
   if (!match) throw new ServiceError('unauthorized', 'the Authorization header must be "Bearer <token>"')
+  // An API key is not a bearer token; say where it goes instead of only "not valid".
+  if (match[1]!.startsWith('pfk_')) throw new ServiceError('unauthorized', 'that is an API key: send it in the x-api-key header, not as Authorization: Bearer')
   return match[1]
 }
 

@@ -16,3 +16,14 @@ export function userOf(principal: Principal): string {
 export function userIdOrNull(principal: Principal): string | null {
   return principal.kind === 'member' || principal.kind === 'user' ? principal.userId : null
 }
+
+/**
+ * Whether the caller may do what `scope` names, beyond what the route itself
+ * checked: an organization admin may do everything in it; an API key what its
+ * scopes say; a member who is not admin, nothing more.
+ */
+export function holdsScope(principal: Principal, scope: string): boolean {
+  if (principal.kind === 'member') return principal.role === 'admin'
+  if (principal.kind === 'api_key') return principal.scopes.has(scope)
+  return false
+}

@@ -11,6 +11,7 @@
  * the topic's display, binding and credential, and drops anything oversized,
  * unreadable or invalid (counted in displays_mqtt_messages_total).
  */
+import { parseJsonText } from '../../protocol/json-text.js'
 import type { MqttClient } from 'mqtt'
 import {
   CapabilitiesReportSchema,
@@ -142,12 +143,10 @@ export class DisplayGateway implements ProfileTransport {
     if (this.#hooks.owns?.(device.displayId) === false) return count('other_node')
     const limit = device.kind === 'receipt' ? maxReceiptBytes : maxDeviceMessageBytes
     if (payload.length > limit) return count('too_large')
-    let body: unknown
-    try {
-      body = JSON.parse(payload.toString('utf8'))
-    } catch {
-      return count('invalid_json')
-    }
+    const text = parseJsonText(payload, 'payload')
+    // Not JSON, or not Unicode (a lone surrogate escape): dropped and counted like any malformed message.
+    if (!text.ok) return count(text.code)
+    const body = text.value
     switch (device.kind) {
       case 'receipt':
         return void this.#receipt(device, body).then(count, (error: unknown) => {

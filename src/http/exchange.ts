@@ -165,5 +165,5 @@ export class Exchange implements RequestLifecycle {
 
 const noHeaders: readonly [string, string][] = []
 /** Refusals of what the request says (not of who sends it) that a route may answer with its own code. */
-const requestFaults: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['validation_failed', 'invalid_json', 'body_required'])
+const requestFaults: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['validation_failed', 'invalid_json', 'invalid_unicode', 'body_required'])
 const errorOnlyStatuses = new Set([400, 404, 500])

@@ -1,41 +1,23 @@
 /**
- * The thin uWS adapter: every request goes through one dispatch that routes,
- * reads and bounds the body, parses and validates, calls the handler and maps
- * whatever it throws to a coded JSON error. Handlers never see uWS.
- *
- * uWS rules (DESIGN section 7) are kept here and only here: onAborted is
- * registered before anything asynchronous, everything needed from `req` is
- * read before the first await, and every write after an await is corked.
+ * The HTTP server: one uWS app, the live feed's WebSocket route, the request
+ * dispatcher (dispatch.ts) on every other path, an exclusive listen socket,
+ * and a drain on close. Routing and answering are the dispatcher's.
  */
-import { randomUUID } from 'node:crypto'
-import { ServiceError } from '../../protocol/errors.js'
-import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
 import type { Logger } from '../log.js'
-import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
-import { readBody } from './body.js'
-import { CorsPolicy } from './cors.js'
-import { Exchange } from './exchange.js'
-import { isBodyMethod, type Principal, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
-import { Router, type HttpMethod } from './router.js'
+import type { MetricsRegistry } from '../metrics.js'
+import { StartupProblem } from '../startup/problems.js'
+import { createDispatcher, type DispatchOptions } from './dispatch.js'
 import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from './uws.js'
 
-export interface HttpServerOptions<Svc> {
+export { compileRoutes, parseQuery } from './dispatch.js'
+
+export interface HttpServerOptions<Svc> extends DispatchOptions<Svc> {
   host: string
   port: number
-  bodyLimitBytes: number
-  /** An async handler that has not answered by then gets a 503 request_timeout (it runs on, still counted in flight). */
-  requestTimeoutMs: number
-  corsOrigins: '*' | readonly string[]
   logger: Logger
   metrics: MetricsRegistry
-  routes: readonly Route<RouteSchemas, Svc>[]
-  services: Svc
-  /** Checks the credential for a non-public route; without it only public routes can be called. */
-  authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<Principal>
   /** Adds handlers to the uWS app before the HTTP catch-all (the live feed's WebSocket route). */
   attach?: (app: TemplatedApp) => void
-  /** Told of every answered request whose caller used an API key (usage logs); must not throw or block. */
-  onApiKeyUse?: (use: { keyId: string; method: string; route: string; status: number; remoteAddress: string; requestId: string }) => void
 }
 
 export interface HttpServer {
@@ -46,294 +28,51 @@ export interface HttpServer {
   close(timeoutMs: number): Promise<void>
 }
 
-export class PortInUse extends Error {
+export class PortInUse extends StartupProblem {
   override name = 'PortInUse'
 }
 
-interface CompiledRoute<Svc> {
-  readonly route: Route<RouteSchemas, Svc>
-  readonly body: Validator<unknown> | undefined
-  readonly query: Validator<unknown> | undefined
-  readonly params: Validator<unknown> | undefined
-}
-
-const anonymous: Principal = { kind: 'anonymous' }
-const noAuthenticator = async (): Promise<Principal> => {
-  throw new ServiceError('unauthorized', 'this route needs a credential')
-}
-
-const knownMethods = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
-const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
-
-export function compileRoutes<Svc>(routes: readonly Route<RouteSchemas, Svc>[]): Router<CompiledRoute<Svc>> {
-  const router = new Router<CompiledRoute<Svc>>()
-  for (const route of routes) {
-    router.add(route.method, route.path, {
-      route,
-      body: route.schemas.body ? compileBodyValidator(route.schemas.body) : undefined,
-      query: route.schemas.query ? compileTextValidator(route.schemas.query, 'query') : undefined,
-      params: route.schemas.params ? compileTextValidator(route.schemas.params, 'path') : undefined,
-    })
-  }
-  return router
-}
-
-export function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<HttpServer> {
+export async function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Promise<HttpServer> {
   assertNativeUws()
-  const { logger, services, bodyLimitBytes } = options
-  const authenticate = options.authenticate ?? noAuthenticator
-  const router = compileRoutes(options.routes)
-  const requests = options.metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', [
-    'route',
-    'method',
-    'status',
-  ])
-  const durations = options.metrics.histogram(
-    'http_request_duration_seconds',
-    'Time from the request line to the last byte of the response, by route template.',
-    ['route', 'method'],
-    latencyBuckets,
-  )
-  const aborted = options.metrics.counter('http_requests_aborted_total', 'Requests whose client went away before the response.', ['route'])
-  options.metrics.gauge('http_requests_in_flight', 'Requests being handled now.', [], (g) => g.set({}, inFlight))
-
-  // Metric series cached per (route, method, status): recording is then two additions, no string building.
-  const cells = new Map<string, Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>>()
-  const record = (label: string, method: string, status: number, seconds: number): void => {
-    let byLabel = cells.get(label)
-    if (!byLabel) cells.set(label, (byLabel = new Map()))
-    const key = method + status
-    let cell = byLabel.get(key)
-    if (!cell) {
-      cell = { count: requests.cell({ route: label, method, status: String(status) }), duration: durations.cell({ route: label, method }) }
-      byLabel.set(key, cell)
-    }
-    cell.count.inc()
-    cell.duration.observe(seconds)
-  }
-
-  let inFlight = 0
-  let drained: (() => void) | undefined
-  const host = {
-    cors: new CorsPolicy(options.corsOrigins),
-    logger,
-    draining: false,
-    finished(exchange: Exchange, status: number | undefined): void {
-      if (status === undefined) aborted.inc({ route: exchange.label })
-      else record(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
-      if (status !== undefined && exchange.apiKeyId !== undefined && options.onApiKeyUse) {
-        const { apiKeyId: keyId, method, label: route, remoteAddress, requestId } = exchange
-        options.onApiKeyUse({ keyId, method, route, status, remoteAddress, requestId })
-      }
-    },
-    released(): void {
-      inFlight--
-      if (host.draining && inFlight === 0) drained?.()
-    },
-  }
-
+  const dispatcher = createDispatcher(options)
   const app = uWS.App()
   options.attach?.(app)
-  app.any('/*', (res, req) => {
-    const method = req.getMethod().toUpperCase()
-    const path = req.getUrl()
-    const rawQuery = req.getQuery()
-    const headers: Record<string, string> = {}
-    req.forEach((key, value) => {
-      headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`
-    })
-    const incomingId = headers['x-request-id']
-    const requestId = incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : randomUUID()
-    const exchange = new Exchange(res, method, requestId, headers['origin'], host)
-    inFlight++
-    res.onAborted(() => exchange.abort())
-    // Kept-alive connections outlive the closed listen socket: whatever they send now is turned away.
-    if (host.draining) return exchange.sendError(new ServiceError('shutting_down', 'this node is shutting down; retry'), true)
+  app.any('/*', dispatcher.handle)
+  const listenSocket = await listenExclusively(app, options.host, options.port)
+  const port = uWS.us_socket_local_port(listenSocket)
+  let closing: Promise<void> | undefined
+  return {
+    port,
+    get inFlight() {
+      return dispatcher.inFlight
+    },
+    close(timeoutMs: number) {
+      closing ??= (async () => {
+        const drained = dispatcher.drain(timeoutMs)
+        uWS.us_listen_socket_close(listenSocket)
+        await drained
+      })()
+      return closing
+    },
+  }
+}
 
-    const declared = headers['content-length']
-    const declaredLength = declared !== undefined && /^\d{1,15}$/.test(declared) ? Number(declared) : undefined
-    // A body we never read must not be parsed as the next request on this connection.
-    const hasBody = (declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined
+/**
+ * uWS shares a port with any other socket that asks for it (SO_REUSEPORT)
+ * unless told not to: two services on one port would each get half the
+ * requests, and a bridge half its batches stored in the wrong farm. So the
+ * port is taken exclusively, and a taken port is a start-up error.
+ */
+/** ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT of uWS's typings (a const enum there). */
+const exclusivePort = 1
 
-    if (!knownMethods.has(method) || method === 'OPTIONS') {
-      const allowed = router.allowed(path)
-      if (allowed.length === 0) return exchange.sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
-      if (method !== 'OPTIONS') return exchange.sendError(methodNotAllowed(method, path, allowed), hasBody)
-      exchange.label = 'preflight'
-      const preflight = headers['access-control-request-method'] !== undefined ? host.cors.preflightHeaders(exchange.origin, allowed) : []
-      return exchange.send(204, undefined, undefined, [['allow', [...allowed, 'OPTIONS'].join(', ')], ...preflight], hasBody)
-    }
-
-    const match = router.match(method as HttpMethod, path)
-    if (match.kind === 'not_found') return exchange.sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
-    if (match.kind === 'bad_path') return exchange.sendError(new ServiceError('validation_failed', match.reason), hasBody)
-    if (match.kind === 'method_not_allowed') {
-      exchange.label = 'method_not_allowed'
-      return exchange.sendError(methodNotAllowed(method, path, match.allowed), hasBody)
-    }
-    const compiled = match.value
-    const route = compiled.route
-    exchange.label = route.path
-    exchange.errorOnly = route.errorBody === 'error-only'
-    exchange.errorCoded = route.errorBody === 'coded'
-    exchange.invalidRequestCode = route.invalidRequestCode
-
-    let bodyRead = !hasBody
-    const onError = (error: unknown): void => {
-      // A body still arriving (refused as too large, or its sender refused) is not read to the end: close instead.
-      const closeAfter = !bodyRead || (error instanceof ServiceError && error.code === 'payload_too_large')
-      try {
-        exchange.sendError(error, closeAfter)
-      } catch (sendFailure) {
-        logger.error('could not send an error response', { requestId, error: sendFailure })
-      }
-    }
-    const rawParsedQuery = parseQuery(rawQuery)
-    // Without a body, a credential or an asynchronous handler, the whole exchange completes in this callback.
-    const handle = (body: unknown, principal: Principal): void => {
-      if (principal.kind === 'api_key') {
-        exchange.apiKeyId = principal.keyId
-        // Read while `res` is valid: the usage log needs it after the response has ended.
-        void exchange.remoteAddress
-      }
-      const params = validate(compiled.params, match.params) as Record<string, string>
-      const query = validate(compiled.query, rawParsedQuery) as Record<string, string | string[]>
-      const request: RouteRequest = {
-        method: method as HttpMethod,
-        path,
-        body: validate(compiled.body, body) as undefined,
-        query,
-        params,
-        headers,
-        requestId,
-        principal,
-        get remoteAddress() {
-          return exchange.remoteAddress
-        },
-      }
-      exchange.holdForHandler()
-      let reply
-      try {
-        reply = route.handler(request, services)
-      } catch (error) {
-        exchange.handlerSettled()
-        throw error
-      }
-      if (!(reply instanceof Promise)) {
-        try {
-          exchange.sendReply(reply)
-        } finally {
-          exchange.handlerSettled()
-        }
-        return
-      }
-      const deadline = setTimeout(
-        () => onError(new ServiceError('request_timeout', `no answer within ${options.requestTimeoutMs} ms; retry if the request is idempotent`)),
-        options.requestTimeoutMs,
-      )
-      reply
-        .then((r) => exchange.sendReply(r))
-        .catch(onError)
-        .finally(() => {
-          clearTimeout(deadline)
-          exchange.handlerSettled()
-        })
-    }
-    try {
-      const isPublic = route.auth.kind === 'public'
-      if (!isBodyMethod(method as HttpMethod)) {
-        if (isPublic) return handle(undefined, anonymous)
-        authenticate(route.auth, headers, rawParsedQuery).then((principal) => handle(undefined, principal)).catch(onError)
-        return
-      }
-      // The body is read from the start (uWS hands out chunks only to a reader already attached);
-      // the credential is checked meanwhile, and a refusal answers without waiting for the rest.
-      const body = readBody(res, bodyLimitBytes, declaredLength, exchange).then((raw) => {
-        bodyRead = true
-        return raw
-      })
-      const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers, rawParsedQuery)
-      principal.catch(onError)
-      Promise.all([body, principal])
-        .then(([raw, who]) => handle(parseBody(raw, headers['content-type'], compiled, route), who))
-        .catch(onError)
-    } catch (error) {
-      onError(error)
-    }
-  })
-
-  return new Promise<HttpServer>((resolve, reject) => {
-    app.listen(options.host, options.port, (listenSocket: us_listen_socket | false) => {
-      if (!listenSocket) {
-        reject(new PortInUse(`cannot listen on ${options.host}:${options.port}: the port is in use or the address is not local (set PORT or HOST)`))
-        return
-      }
-      const port = uWS.us_socket_local_port(listenSocket)
-      let closing: Promise<void> | undefined
-      resolve({
-        port,
-        get inFlight() {
-          return inFlight
-        },
-        close(timeoutMs: number) {
-          closing ??= new Promise<void>((done) => {
-            host.draining = true
-            uWS.us_listen_socket_close(listenSocket)
-            if (inFlight === 0) return done()
-            const timer = setTimeout(() => {
-              logger.warn('shutdown timeout: requests still in flight', { inFlight })
-              done()
-            }, timeoutMs)
-            drained = () => {
-              clearTimeout(timer)
-              done()
-            }
-          })
-          return closing
-        },
-      })
+function listenExclusively(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise((resolve, reject) => {
+    // The typings omit the (host, port, options, cb) form that the native build takes.
+    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void
+    listen.call(app, host, port, exclusivePort, (listenSocket) => {
+      if (listenSocket) resolve(listenSocket)
+      else reject(new PortInUse(`cannot listen on ${host}:${port}: the port is in use by another process or the address is not one of this machine's (set PORT to a free port, or HOST)`))
     })
   })
-}
-
-function methodNotAllowed(method: string, path: string, allowed: readonly string[]): ServiceError {
-  return new ServiceError('method_not_allowed', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
-    headers: { allow: allowed.join(', ') },
-  })
-}
-
-function parseBody<Svc>(raw: Buffer, contentType: string | undefined, compiled: CompiledRoute<Svc>, route: Route<RouteSchemas, Svc>): unknown {
-  if (raw.length === 0) {
-    if (!compiled.body) return undefined
-    if (route.emptyBodyAllowed) return {}
-    throw new ServiceError('body_required', `${route.method} ${route.path} needs a JSON body`)
-  }
-  if (!compiled.body) return undefined
-  if (contentType !== undefined && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-    throw new ServiceError('unsupported_media_type', `Content-Type '${contentType.slice(0, 100)}' is not JSON; send application/json`)
-  }
-  try {
-    return JSON.parse(raw.toString('utf8'))
-  } catch (error) {
-    throw new ServiceError('invalid_json', `the body is not valid JSON: ${(error as Error).message}`)
-  }
-}
-
-function validate(validator: Validator<unknown> | undefined, value: unknown): unknown {
-  if (!validator) return value
-  const result = validator(value)
-  if (!result.ok) throw new ServiceError('validation_failed', result.reason)
-  return result.value
-}
-
-export function parseQuery(raw: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {}
-  if (raw === '') return out
-  for (const [key, value] of new URLSearchParams(raw)) {
-    const prior = out[key]
-    if (prior === undefined) out[key] = value
-    else if (Array.isArray(prior)) prior.push(value)
-    else out[key] = [prior, value]
-  }
-  return out
 }

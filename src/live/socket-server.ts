@@ -16,6 +16,7 @@
  * 4008 (too slow). Ingestion never waits for any of this: the hub publishes
  * after the commit, on its own turn of the event loop.
  */
+import { parseJsonText } from '../../protocol/json-text.js'
 import { decode } from '@msgpack/msgpack'
 import { ServiceError } from '../../protocol/errors.js'
 import { ClientFrameSchema, defaultSubprotocol, liveCloseCodes, liveSubprotocols, maxClientFrameBytes, maxTopicsPerSocket, type ClientFrame, type ServerFrame } from '../../protocol/live.js'
@@ -214,10 +215,16 @@ export class LiveServer {
   #message(socket: Socket, message: ArrayBuffer, isBinary: boolean): void {
     const data = socket.getUserData()
     let parsed: unknown
-    try {
-      parsed = isBinary ? decode(new Uint8Array(message)) : JSON.parse(Buffer.from(message).toString('utf8'))
-    } catch {
-      return this.#bad(socket, 'invalid_frame', isBinary ? 'the frame is not MessagePack' : 'the frame is not JSON')
+    if (isBinary) {
+      try {
+        parsed = decode(new Uint8Array(message))
+      } catch {
+        return this.#bad(socket, 'invalid_frame', 'the frame is not MessagePack')
+      }
+    } else {
+      const text = parseJsonText(new Uint8Array(message), 'frame')
+      if (!text.ok) return this.#bad(socket, text.code === 'invalid_json' ? 'invalid_frame' : text.code, text.reason)
+      parsed = text.value
     }
     const result = validateFrame(parsed)
     if (!result.ok) return this.#bad(socket, 'validation_failed', result.reason.replace(/^body/, 'frame'))

@@ -20,6 +20,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { Aedes, type AuthenticateError, type Client } from 'aedes'
 import { baseTopic, displayTopicAccess, topicRoot } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
+import { StartupProblem } from '../startup/problems.js'
 
 export interface DisplayLogin {
   organizationId: string
@@ -43,7 +44,7 @@ export interface EmbeddedBroker {
   close(): Promise<void>
 }
 
-export class MqttPortInUse extends Error {
+export class MqttPortInUse extends StartupProblem {
   override name = 'MqttPortInUse'
 }
 

@@ -65,6 +65,14 @@ export interface ListFilters {
   enabled_only: boolean
 }
 
+/** What the caller may see and change beyond the route's own scope (holdsScope of the principal). */
+export interface PrinterAccess {
+  /** The printers' own credentials (access_token, api_key) in answers. */
+  readonly credentials: boolean
+  /** Giving a printer a host or enabling it: a change of the fleet. */
+  readonly fleet: boolean
+}
+
 export class PrinterConfigStore {
   readonly #db: Database
   readonly #box: SealedBox
@@ -76,7 +84,7 @@ export class PrinterConfigStore {
     this.#logger = logger
   }
 
-  async list(organizationId: string, filters: ListFilters): Promise<PrinterConfig[]> {
+  async list(organizationId: string, filters: ListFilters, access: Pick<PrinterAccess, 'credentials'>): Promise<PrinterConfig[]> {
     const sql = this.#db.sql
     const rows = await sql<Row[]>`
       select * from printers
@@ -88,21 +96,21 @@ export class PrinterConfigStore {
         ${filters.enabled_only ? sql`and enabled` : sql``}
         ${filters.include_incomplete ? sql`` : sql`and serial_number is not null and (access_token_sealed is not null or api_key_sealed is not null)`}
       order by created_at, id`
-    return rows.map((r) => this.#toApi(r))
+    return rows.map((r) => this.#toApi(r, access.credentials))
   }
 
   /** Another organization's printer is "not found", exactly like a missing one. */
-  async get(organizationId: string, id: string): Promise<PrinterConfig> {
+  async get(organizationId: string, id: string, access: Pick<PrinterAccess, 'credentials'>): Promise<PrinterConfig> {
     const [row] = await this.#db.sql<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${id}`
     if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
-    return this.#toApi(row)
+    return this.#toApi(row, access.credentials)
   }
 
   /** Upsert (by id, else serial number, else create); one retry when a concurrent create took the serial first. */
-  async upsert(organizationId: string, body: UpsertPrinterConfigBody): Promise<{ id: string; updated: boolean }> {
+  async upsert(organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<{ id: string; updated: boolean }> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#db.sql.begin((tx) => this.#upsertIn(tx, organizationId, body))
+        return await this.#db.sql.begin((tx) => this.#upsertIn(tx, organizationId, body, access))
       } catch (error) {
         if (attempt === 0 && (error as { code?: string }).code === '23505' && body.serial_number !== undefined) continue
         throw translateUnique(error)
@@ -110,11 +118,12 @@ export class PrinterConfigStore {
     }
   }
 
-  async update(organizationId: string, id: string, body: UpdatePrinterConfigBody): Promise<void> {
+  async update(organizationId: string, id: string, body: UpdatePrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<void> {
     try {
       await this.#db.sql.begin(async (tx) => {
         const [row] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${id} for update`
         if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+        if (!access.fleet) guardFleet(row, body)
         await this.#write(tx, row.organization_id, row.id, body)
       })
     } catch (error) {
@@ -122,7 +131,7 @@ export class PrinterConfigStore {
     }
   }
 
-  async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody): Promise<{ id: string; updated: boolean }> {
+  async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<{ id: string; updated: boolean }> {
     let existing: Row | undefined
     if (body.id !== undefined) {
       ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${body.id} for update`
@@ -130,6 +139,8 @@ export class PrinterConfigStore {
     } else if (body.serial_number !== undefined) {
       ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and serial_number = ${body.serial_number} for update`
     }
+    // Checked against the row under its lock, so the answer cannot depend on a concurrent change.
+    if (!access.fleet) guardFleet(existing, body)
     // #write sets configuration columns only: id and host_id in the body never reach it.
     const hostId = body.host_id
     if (existing === undefined) {
@@ -172,14 +183,14 @@ export class PrinterConfigStore {
     }
   }
 
-  #toApi(row: Row): PrinterConfig {
+  #toApi(row: Row, withCredentials: boolean): PrinterConfig {
     return {
       id: row.id,
       name: row.name,
       ip_address: row.ip_address,
       serial_number: row.serial_number,
       model: row.model,
-      access_token: this.#open(row, 'access_token', row.access_token_sealed),
+      access_token: withCredentials ? this.#open(row, 'access_token', row.access_token_sealed) : null,
       organization_id: row.organization_id,
       enabled: row.enabled,
       host_id: row.host_id,
@@ -187,7 +198,7 @@ export class PrinterConfigStore {
       discovery_method: row.discovery_method,
       discovered_at: row.discovered_at?.toISOString() ?? null,
       printer_type: row.printer_type,
-      api_key: this.#open(row, 'api_key', row.api_key_sealed),
+      api_key: withCredentials ? this.#open(row, 'api_key', row.api_key_sealed) : null,
       port: row.port,
       communication_protocol: row.communication_protocol,
       capabilities: row.capabilities,
@@ -196,7 +207,22 @@ export class PrinterConfigStore {
       reconnect_interval: row.reconnect_interval_ms,
       created_at: row.created_at.toISOString(),
       updated_at: row.updated_at.toISOString(),
+      credentials_redacted: !withCredentials,
     }
+  }
+}
+
+/**
+ * A caller without fleet:write may report and describe printers (a bridge's discoveries), but
+ * not put one into service: no host for a printer that has none or another, no enabling of a
+ * disabled or new one. Re-sending what is already so is not a change and passes.
+ */
+function guardFleet(existing: Pick<Row, 'host_id' | 'enabled'> | undefined, body: { host_id?: string | undefined; enabled?: boolean | undefined }): void {
+  if (body.host_id !== undefined && body.host_id !== existing?.host_id) {
+    throw new ServiceError('insufficient_scope', 'giving a printer a host needs the scope fleet:write (or an organization admin); leave host_id out to report the printer')
+  }
+  if (body.enabled === true && existing?.enabled !== true) {
+    throw new ServiceError('insufficient_scope', 'enabling a printer needs the scope fleet:write (or an organization admin); a reported printer stays disabled until then')
   }
 }
 

@@ -90,7 +90,7 @@ export const deleteApiKeyRoute = defineRoute({
   path: '/v1/api-keys/{id}',
   operationId: 'deleteApiKey',
   summary: 'Delete an API key (admins); it stops working at once on this node, within 5 s everywhere.',
-  description: 'SPEC part 4 group E declares `organizationId` as a required parameter: it must name the key\'s organization.',
+  description: 'The `organizationId` query parameter is required and must name the key\'s organization (a guard against deleting a key of the wrong organization).',
   tags: ['api-keys'],
   auth: write,
   schemas: { params: ApiKeyParams, query: DeleteApiKeyQuery },

@@ -80,7 +80,7 @@ export const createAuthCodeRoute = defineRoute({
   path: '/v1/auth-codes',
   operationId: 'createAuthCode',
   summary: 'Start pairing a bridge: returns a short code, valid 10 minutes, for an admin to verify.',
-  description: `Limited per remote address (AUTH_CODES_PER_ADDRESS per 15 minutes). Error bodies of this group are {error} only (SPEC part 7).`,
+  description: `Limited per remote address (AUTH_CODES_PER_ADDRESS per 15 minutes). Error bodies of the pairing routes are {error} only (for 400, 404 and 500).`,
   tags: ['pairing'],
   auth: { kind: 'public', reason: 'the bridge has no credential yet: this is how it gets one' },
   emptyBodyAllowed: true,
@@ -179,11 +179,11 @@ export const exchangeAuthCodeRoute = defineRoute({
   operationId: 'exchangeAuthCode',
   summary: 'The bridge exchanges its verified code, exactly once, for an API key.',
   description:
-    'Poll while the answer is 400 {error: "auth_code_pending"}. The key (snake_case record, SPEC part 2) carries the bridge scopes: ' +
+    'Poll while the answer is 400 {error: "auth_code_pending"}. The key (the API key record with snake_case field names) carries the bridge scopes: ' +
     bridgeScopes.join(', ') +
     '. Unknown codes are limited per address.',
   tags: ['pairing'],
-  auth: { kind: 'public', reason: 'the verified code is the credential (SPEC part 5: auth-code exchange is public)' },
+  auth: { kind: 'public', reason: 'the verified code is the credential: the bridge has no other yet' },
   errorBody: 'error-only',
   schemas: { params: AuthCodeParams },
   responses: { 200: { description: 'The API key, with its secret, shown this once.', schema: PairedApiKeySchema } },

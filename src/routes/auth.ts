@@ -3,8 +3,8 @@
  * logout, the caller's own account, and the public keys that verify tokens.
  */
 import { ServiceError } from '../../protocol/errors.js'
-import { JwksSchema, LoginBody, MeSchema, RefreshBody, TokenPairSchema } from '../../protocol/schemas/accounts.js'
-import { emailKey, findUserForLogin, getUser, membershipsOf } from '../auth/accounts.js'
+import { ChangePasswordBody, JwksSchema, LoginBody, MeSchema, RefreshBody, TokenPairSchema } from '../../protocol/schemas/accounts.js'
+import { emailKey, findUserForLogin, getUser, membershipsOf, setPassword } from '../auth/accounts.js'
 import { userOf } from '../auth/principal.js'
 import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
 import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
@@ -13,6 +13,17 @@ import type { Services } from '../services.js'
 
 function rateLimited(seconds: number): ServiceError {
   return new ServiceError('rate_limited', `too many failed sign-ins; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
+}
+
+/** A password guess counts per account at one address, per address, and per account from everywhere. */
+function passwordAttempts(svc: Services, email: string, remoteAddress: string) {
+  const account = emailKey(email)
+  const address = addressGroup(remoteAddress)
+  return [
+    [svc.loginFailures.accountAtAddress, `${account}|${address}`],
+    [svc.loginFailures.address, address],
+    [svc.loginFailures.account, account],
+  ] as const
 }
 
 export const loginRoute = defineRoute({
@@ -30,14 +41,8 @@ export const loginRoute = defineRoute({
   errors: ['invalid_credentials', 'rate_limited'],
   handler: async (req, svc: Services) => {
     const { email, password } = req.body
-    const account = emailKey(email)
-    const address = addressGroup(req.remoteAddress)
     // Counted before the first await, given back on success: parallel guesses cannot slip past the check.
-    const attempts = [
-      [svc.loginFailures.accountAtAddress, `${account}|${address}`],
-      [svc.loginFailures.address, address],
-      [svc.loginFailures.account, account],
-    ] as const
+    const attempts = passwordAttempts(svc, email, req.remoteAddress)
     const wait = acquireAll(attempts)
     if (wait !== undefined) throw rateLimited(wait)
     const user = await findUserForLogin(svc.db.sql, email)
@@ -100,6 +105,39 @@ export const meRoute = defineRoute({
   },
 })
 
+export const changePasswordRoute = defineRoute({
+  method: 'PATCH',
+  path: '/v1/me/password',
+  operationId: 'changeMyPassword',
+  summary: "Change the signed-in person's password; every other sign-in of the account ends.",
+  description:
+    'Needs the current password (a stolen access token alone cannot take the account over); wrong guesses count against the same limits as ' +
+    'sign-in (429 with Retry-After). On success every refresh token of the account is revoked and the answer is a new sign-in for the caller. ' +
+    'Access tokens issued before stay valid until they expire (at most 15 minutes). A forgotten password is reset by an operator on the ' +
+    'server: `printfarm admin reset-password EMAIL`.',
+  tags: ['auth'],
+  auth: { kind: 'user' },
+  schemas: { body: ChangePasswordBody },
+  responses: { 200: { description: 'Changed; a new sign-in for this session.', schema: TokenPairSchema } },
+  errors: ['invalid_credentials', 'rate_limited', 'validation_failed'],
+  handler: async (req, svc: Services) => {
+    const userId = userOf(req.principal)
+    const user = await getUser(svc.db.sql, userId)
+    if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
+    const attempts = passwordAttempts(svc, user.email, req.remoteAddress)
+    const wait = acquireAll(attempts)
+    if (wait !== undefined) throw rateLimited(wait)
+    const stored = await findUserForLogin(svc.db.sql, user.email)
+    if (stored === undefined || !(await verifyPassword(req.body.current_password, stored.passwordHash))) {
+      throw new ServiceError('invalid_credentials', 'the current password is wrong')
+    }
+    releaseAll(attempts)
+    if (req.body.new_password === req.body.current_password) throw new ServiceError('validation_failed', 'body.new_password is the current password; choose another')
+    await setPassword(svc.db.sql, userId, req.body.new_password)
+    return { body: await svc.sessions.start(userId) }
+  },
+})
+
 export const jwksRoute = defineRoute({
   method: 'GET',
   path: '/.well-known/jwks.json',
@@ -112,4 +150,4 @@ export const jwksRoute = defineRoute({
   handler: (_req, svc: Services) => ({ body: svc.keyring.jwks(), headers: { 'cache-control': 'public, max-age=300' } }),
 })
 
-export const authRoutes: readonly Route<RouteSchemas, Services>[] = [loginRoute, refreshRoute, logoutRoute, meRoute, jwksRoute]
+export const authRoutes: readonly Route<RouteSchemas, Services>[] = [loginRoute, refreshRoute, logoutRoute, meRoute, changePasswordRoute, jwksRoute]

@@ -30,7 +30,7 @@ const tags = ['status displays']
 
 function requireBroker(svc: Services): void {
   if (!svc.displays.gateway.configured) {
-    throw new ServiceError('MQTT_DISPLAY_NOT_CONFIGURED', 'the MQTT broker of this service does not enforce display credentials: on Mosquitto set MQTT_DISPLAY_CREDENTIALS=dynamic-security (README, "Status displays on Mosquitto")')
+    throw new ServiceError('MQTT_DISPLAY_NOT_CONFIGURED', 'the MQTT broker of this service does not enforce display credentials: on Mosquitto set MQTT_DISPLAY_CREDENTIALS=dynamic-security (docs/displays.md, "Status displays on Mosquitto")')
   }
 }
 

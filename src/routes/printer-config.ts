@@ -1,8 +1,9 @@
 /**
  * Printer configuration (SPEC part 4 group H) and host assignment (issue 4).
- * Members and keys with printers:read read; admins and keys with
- * printers:write change; moving a printer to another host takes an admin or
- * a key with fleet:write.
+ * Members and keys with printers:read read (credentials only with
+ * printers:write or as admin); admins and keys with printers:write change;
+ * giving a printer a host, moving it or enabling it takes an admin or a key
+ * with fleet:write, whatever the route.
  */
 import {
   ConnectionStatusBody,
@@ -24,7 +25,7 @@ import {
 } from '../../protocol/schemas/printers.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
-import { organizationOf } from '../auth/principal.js'
+import { holdsScope, organizationOf } from '../auth/principal.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { maxProbeMs, probePort, probeTcp } from '../printers/reachability.js'
 
@@ -35,12 +36,16 @@ export const listPrinterConfigRoute = defineRoute({
   summary: "The organization's printers and how to reach them (what a bridge reads at start).",
   description:
     'Filters are exact matches. Printers without a serial number or any credential are left out unless include_incomplete=true. ' +
-    '`host_id` and `assignment_epoch` tell a bridge which printers are its own and the epoch to send with their events.',
+    '`host_id` and `assignment_epoch` tell a bridge which printers are its own and the epoch to send with their events. ' +
+    'The printers\' own credentials (access_token, api_key) are shown only to organization admins and to API keys with printers:write ' +
+    '(a paired bridge\'s key, which connects to the printers); for everyone else they are null and credentials_redacted is true.',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'printers:read' },
   schemas: { query: PrinterConfigListQuery },
   responses: { 200: { description: 'Printers.', schema: PrinterConfigListSchema } },
-  handler: async (req, svc: Services) => ({ body: { printers: await svc.printerConfig.list(organizationOf(req.principal), req.query) } }),
+  handler: async (req, svc: Services) => ({
+    body: { printers: await svc.printerConfig.list(organizationOf(req.principal), req.query, { credentials: holdsScope(req.principal, 'printers:write') }) },
+  }),
 })
 
 export const upsertPrinterConfigRoute = defineRoute({
@@ -51,14 +56,16 @@ export const upsertPrinterConfigRoute = defineRoute({
   description:
     'Defaults on create: enabled false, printer_type bambu, secure true, timeout 30000, reconnect_interval 5000. ' +
     'A printer created (or first given a host) with host_id is assigned to that host at epoch 1; a printer already assigned ' +
-    'to another host is moved only through PUT /v1/printers/{id}/host-assignment (409 printer_assigned_elsewhere).',
+    'to another host is moved only through PUT /v1/printers/{id}/host-assignment (400 printer_assigned_elsewhere). ' +
+    'Giving a printer a host or enabling it changes the fleet: an API key needs fleet:write for that (403 insufficient_scope otherwise), ' +
+    'so a bridge may report the printers it discovers (they stay disabled, on no host) until an admin puts them into service.',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { body: UpsertPrinterConfigBody },
   responses: { 200: { description: '`updated` is false when the printer was created.', schema: UpsertResultSchema } },
   errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken'],
   handler: async (req, svc: Services) => {
-    const { id, updated } = await svc.printerConfig.upsert(organizationOf(req.principal), req.body)
+    const { id, updated } = await svc.printerConfig.upsert(organizationOf(req.principal), req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
     // A host given here may have assigned the printer: its actor rereads the store.
     if (req.body.host_id !== undefined) await svc.printers.reload(id)
     return { body: { id, success: true, updated } }
@@ -75,7 +82,9 @@ export const getPrinterConfigRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The printer.', schema: PrinterConfigOneSchema } },
   errors: ['printer_not_found'],
-  handler: async (req, svc: Services) => ({ body: { printer: await svc.printerConfig.get(organizationOf(req.principal), req.params.id) } }),
+  handler: async (req, svc: Services) => ({
+    body: { printer: await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: holdsScope(req.principal, 'printers:write') }) },
+  }),
 })
 
 export const updatePrinterConfigRoute = defineRoute({
@@ -83,13 +92,14 @@ export const updatePrinterConfigRoute = defineRoute({
   path: '/v1/printer-config/{id}',
   operationId: 'updatePrinterConfig',
   summary: 'Change any configuration field except id and host_id.',
+  description: 'Enabling a printer needs fleet:write for an API key (403 insufficient_scope otherwise), as on POST /v1/printer-config.',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: UpdatePrinterConfigBody },
   responses: { 200: { description: 'Changed.', schema: SuccessSchema } },
   errors: ['printer_not_found', 'serial_number_taken'],
   handler: async (req, svc: Services) => {
-    await svc.printerConfig.update(organizationOf(req.principal), req.params.id, req.body)
+    await svc.printerConfig.update(organizationOf(req.principal), req.params.id, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
     return { body: { success: true } }
   },
 })
@@ -149,7 +159,7 @@ export const testConnectionRoute = defineRoute({
   responses: { 200: { description: 'The outcome.', schema: TestConnectionResultSchema } },
   errors: ['printer_not_found'],
   handler: async (req, svc: Services) => {
-    const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id)
+    const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: false })
     return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs)) }
   },
 })

@@ -38,7 +38,7 @@ export const postPrinterEventRoute = defineRoute({
   operationId: 'postPrinterEvent',
   summary: 'One printer event from a bridge.',
   description:
-    'The printer is named by a top-level `printerId` (an addition to the spec\'s table) or, failing that, `data.printerId`. ' +
+    'The printer is named by a top-level `printerId` or, failing that, `data.printerId`. ' +
     'The event is fenced by hostId + assignmentEpoch (409 with a specific code), applied in seqn order, and answered only once stored. ' +
     'A duplicate (seqn at or below the high-water mark, or a known eventId / idempotencyKey) answers success without being applied again. ' +
     '`jobId` is the job a job:* event belongs to; job:start creates one.',

@@ -62,7 +62,7 @@ export const compileProfileRoute = defineRoute({
   summary: 'Compile a draft without saving it: the bytes, their SHA-256 and what a controller needs to run them.',
   description:
     'Changes nothing, so members may call it too (a preview while editing). Decoded size 29-750 bytes, base64 at most 1,000 characters. ' +
-    'A draft that breaks a rule is 400 MQTT_DISPLAY_REQUEST_INVALID naming the field (the rules are in the README, "Signal profiles").',
+    'A draft that breaks a rule is 400 MQTT_DISPLAY_REQUEST_INVALID naming the field (the rules are in docs/displays.md, "Signal profiles").',
   tags,
   auth: read,
   invalidRequestCode,

@@ -82,7 +82,7 @@ export const openApiRoute = defineRoute({
   operationId: 'getOpenApi',
   summary: 'This interface description (OpenAPI 3.1, version 1.0.0).',
   tags: ['discovery'],
-  auth: { kind: 'public', reason: 'SPEC part 1: machine-readable discovery' },
+  auth: { kind: 'public', reason: 'machine-readable description of this interface; reveals no farm data' },
   schemas: {},
   responses: { 200: { description: 'The OpenAPI document.', schema: Type.Object({}, { additionalProperties: true }) } },
   handler: (_req, svc: Services) => ({ raw: svc.openApiJson(), contentType: 'application/json; charset=utf-8' }),

@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import type { Logger } from '../log.js'
+import { StartupProblem } from '../startup/problems.js'
 
 export interface EmbeddedPostgres {
   readonly host: string
@@ -20,7 +21,7 @@ export interface EmbeddedPostgres {
   close(): Promise<void>
 }
 
-export class DataDirInUse extends Error {
+export class DataDirInUse extends StartupProblem {
   constructor(dataDir: string, pid: number) {
     super(`DATA_DIR ${dataDir} is in use by process ${pid}; stop that process or set DATA_DIR to another directory`)
     this.name = 'DataDirInUse'

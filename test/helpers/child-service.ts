@@ -173,3 +173,33 @@ export async function startChildService(t: TestContext, options: StartChildOptio
     },
   }
 }
+
+export interface CliRun {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Runs `printfarm <args>` (src/cli.ts) to its end, as an operator would from a shell, and returns
+ * what it printed. A command still running after timeoutMs is SIGKILLed (and the run rejects).
+ */
+export function runCli(args: readonly string[], env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...typeScriptExecArgv(), cliPath, ...args], { cwd: repoRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')))
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`printfarm ${args.join(' ')} did not finish within ${timeoutMs} ms; stderr:\n${stderr}`))
+    }, timeoutMs)
+    child.once('error', reject)
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
