@@ -139,3 +139,12 @@ t.test('admin reset-password - an unknown email exits 1; bad usage exits 2', asy
   t.equal(usage.code, 2)
   t.match(usage.stderr, /usage: printfarm admin reset-password EMAIL/)
 })
+
+t.test('start - an external broker without display credential management is said at warn level', { skip: process.env['MQTT_URL'] === undefined && 'needs MQTT_URL (the real-services run)' }, async (t) => {
+  const { logger, logs } = captureLogger()
+  const svc = await startService(loadConfig(testEnv(t, { MQTT_URL: process.env['MQTT_URL'], MQTT_DISPLAY_CREDENTIALS: undefined })), { logger })
+  t.teardown(() => svc.stop())
+  const warning = logs.find((line) => line['level'] === 'warn' && /status displays are off/.test(String(line['msg'])))
+  t.ok(warning, 'the operator reads why display registration will answer 503')
+  t.match(String(warning?.['msg']), /MQTT_DISPLAY_CREDENTIALS/)
+})
