@@ -26,8 +26,8 @@ commands:
   migrate    apply pending database migrations and exit
   admin reset-password EMAIL  set and print a new password for an account (the way back in); see README
   routes     print every route with who may call it and the API key scope it needs
-  display-sim  run a simulated status display against a broker (see README, "Status displays")
-  mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (README)
+  display-sim  run a simulated status display against a broker (see docs/displays.md)
+  mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (see docs/displays.md)
   version    print the version
   help       print this text
 `

@@ -183,7 +183,7 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   parts.add(() => mqtt.close())
   if (config.mqttUrl !== undefined && config.mqttDisplayCredentials === 'none') {
     logger.warn(
-      'status displays are off: MQTT_URL names an external broker and MQTT_DISPLAY_CREDENTIALS is none, so the service cannot give displays credentials; display registration answers 503 MQTT_DISPLAY_NOT_CONFIGURED (set MQTT_DISPLAY_CREDENTIALS=dynamic-security for Mosquitto, see the README)',
+      'status displays are off: MQTT_URL names an external broker and MQTT_DISPLAY_CREDENTIALS is none, so the service cannot give displays credentials; display registration answers 503 MQTT_DISPLAY_NOT_CONFIGURED (set MQTT_DISPLAY_CREDENTIALS=dynamic-security for Mosquitto, see docs/displays.md)',
     )
   }
   const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })

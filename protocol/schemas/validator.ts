@@ -2,10 +2,13 @@
  * The one place schemas become validators. Compiled once when a route is
  * registered, never per request (STYLE practice 3).
  *
- * Two ajv instances, for a reason: JSON bodies are typed by the client, so
- * they are checked as sent (no coercion: "1" is not 1). Query strings and path
- * parameters are text by nature, so that instance coerces "25" to 25 and
- * "true" to true, and a single value to a one-item array.
+ * JSON bodies are typed by the client, so they are checked as sent (no
+ * coercion: "1" is not 1). Query strings and path parameters are text by
+ * nature: coerceText converts them by each property's declared type ("25" to
+ * 25, "true" to true, a single value to a one-item array), strictly, before
+ * the same kind of check. (ajv's own coercion was used before: it reads
+ * "0x10" as 16 and " 5" as 5, and let "Infinity" past a `maximum`, which
+ * reached PostgreSQL as a bigint and came back a 500.)
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
@@ -14,11 +17,11 @@ import type { TSchema, Static } from '@sinclair/typebox'
 // ajv-formats is CommonJS with a default export; under NodeNext it arrives as .default.
 const addFormats = addFormatsModule.default
 
-function makeAjv(coerce: boolean): Ajv {
+function makeAjv(): Ajv {
   const ajv = new Ajv({
     strict: true,
     allErrors: false,
-    coerceTypes: coerce ? 'array' : false,
+    coerceTypes: false,
     useDefaults: true,
     removeAdditional: false,
     // TypeBox keeps its metadata under symbol keys; these string keywords are
@@ -29,8 +32,7 @@ function makeAjv(coerce: boolean): Ajv {
   return ajv
 }
 
-const bodyAjv = makeAjv(false)
-const textAjv = makeAjv(true)
+const ajv = makeAjv()
 
 export interface Validator<T> {
   /** Returns the typed value, or a one-line reason naming the offending field. */
@@ -45,11 +47,63 @@ function wrap<T>(fn: ValidateFunction, where: string): Validator<T> {
 }
 
 export function compileBodyValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
-  return wrap(bodyAjv.compile(schema), 'body')
+  return wrap(ajv.compile(schema), 'body')
 }
 
 export function compileTextValidator<S extends TSchema>(schema: S, where: 'query' | 'path'): Validator<Static<S>> {
-  return wrap(textAjv.compile(schema), where)
+  const check = wrap<Static<S>>(ajv.compile(schema), where)
+  const properties = (schema as { properties?: Record<string, unknown> }).properties ?? {}
+  return (value: unknown) => check(coerceText(properties, value))
+}
+
+/** A decimal number as people write one: no hex, no blanks, no Infinity or NaN. */
+const decimal = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/
+
+/** The JSON types a (TypeBox) property schema accepts: its `type`, or its union's, or its constants'. */
+function acceptedTypes(schema: unknown): Set<string> {
+  const types = new Set<string>()
+  if (schema === null || typeof schema !== 'object') return types
+  const node = schema as { type?: unknown; anyOf?: unknown[]; const?: unknown }
+  if (typeof node.type === 'string') types.add(node.type)
+  if (Array.isArray(node.type)) for (const t of node.type) types.add(String(t))
+  if (node.const !== undefined) types.add(typeof node.const)
+  for (const branch of node.anyOf ?? []) for (const t of acceptedTypes(branch)) types.add(t)
+  return types
+}
+
+function coerceScalar(schema: unknown, text: string): unknown {
+  const types = acceptedTypes(schema)
+  if (types.has('string')) return text
+  if ((types.has('integer') || types.has('number')) && decimal.test(text)) {
+    const number = Number(text)
+    // Out of double range (1e309) stays text, and fails as "must be integer".
+    return Number.isFinite(number) ? number : text
+  }
+  if (types.has('boolean') && (text === 'true' || text === 'false')) return text === 'true'
+  return text
+}
+
+/** Text values of a flat object (a query or path) converted by their properties' declared types. */
+export function coerceText(properties: Readonly<Record<string, unknown>>, value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
+  const out: Record<string, unknown> = {}
+  for (const [key, raw] of Object.entries(value)) {
+    const schema = Object.hasOwn(properties, key) ? properties[key] : undefined
+    if (schema === undefined) {
+      out[key] = raw
+      continue
+    }
+    const isArray = acceptedTypes(schema).has('array')
+    if (isArray) {
+      const items = (schema as { items?: unknown }).items
+      const list = Array.isArray(raw) ? raw : [raw]
+      out[key] = list.map((item) => (typeof item === 'string' ? coerceScalar(items, item) : item))
+    } else {
+      // A repeated parameter (?a=1&a=2) for a single value stays a list, and fails as such.
+      out[key] = typeof raw === 'string' ? coerceScalar(schema, raw) : raw
+    }
+  }
+  return out
 }
 
 /**

@@ -5,7 +5,12 @@
  * On connect it starts a new session (session_generation one above the
  * stored one), publishes its capabilities report, subscribes to its
  * profile/config and status/feed topics and announces what it has (result
- * announced). For each profile/config envelope:
+ * announced). With a reconnect policy it keeps its connection as a device
+ * does (simulator-connection.ts): after a loss it tries again with backoff,
+ * and every reconnection is a new session, started the same way, since the
+ * service accepts another session's receipts only with a higher
+ * session_generation (machines/display-activation.ts). For each
+ * profile/config envelope:
  * 1. The envelope must be strict and of this binding; anything else is ignored.
  * 2. Its identity equal to the active one: applied again (an idempotent
  *    confirmation, e.g. after a republish).
@@ -23,7 +28,7 @@
  * 8. Activated; result applied with active = highest_admitted = attempted.
  * Receipts carry the session and a status_sequence rising within it.
  */
-import { connectAsync, type MqttClient } from 'mqtt'
+import type { MqttClient } from 'mqtt'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import {
@@ -42,6 +47,9 @@ import {
 } from '../../protocol/display-mqtt.js'
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
 import { verifyProfile, type DecodedProfile } from '../../protocol/signal-profile/decoder.js'
+import { connectSupervised, type ConnectionEvent, type ReconnectPolicy } from './simulator-connection.js'
+
+export { BrokerRefusedLogin, deviceReconnect, type ConnectionEvent, type ReconnectPolicy } from './simulator-connection.js'
 
 const validateEnvelope = compileBodyValidator(EnvelopeSchema)
 const validateFeed = compileBodyValidator(FeedSchema)
@@ -103,6 +111,10 @@ export interface SimulatorOptions extends DisplayAddress {
   now?: () => number
   /** Test hook: what to do with a verified, admissible envelope before the fence write. */
   decide?: (envelope: Envelope) => 'apply' | 'defer' | 'ignore'
+  /** Reconnect as a device does; without one a lost connection is final (tests and benchmarks that end it on purpose). */
+  reconnect?: ReconnectPolicy
+  /** Told of each connection event as it happens (also those before the first connection). */
+  onConnection?: (event: ConnectionEvent) => void
 }
 
 export const fullCapability: SignalProfileCapability = { format_version: 1, max_decoded_bytes: 750, max_phases: 8, supports_white_output: true, supports_cct: true }
@@ -112,7 +124,7 @@ type Outcome = { result: ReceiptMessage['profile']['result']; attempted: Identit
 export class DisplaySimulator {
   readonly options: SimulatorOptions
   readonly client: MqttClient
-  readonly sessionId = randomUUID()
+  sessionId: string = randomUUID()
   sessionGeneration: number
   sequence = 0
   fence: Identity | null
@@ -122,6 +134,9 @@ export class DisplaySimulator {
   feed: Feed | null = null
   readonly receipts: ReceiptMessage[] = []
   readonly envelopes: Envelope[] = []
+  /** Every connection event since the first connection, oldest first. */
+  readonly connectionEvents: ConnectionEvent[] = []
+  connection: 'connected' | 'offline' | 'failed' = 'connected'
   readonly #waiters = new Set<() => void>()
   readonly #now: () => number
   readonly #store: FenceStore
@@ -136,25 +151,26 @@ export class DisplaySimulator {
     this.sessionGeneration = (stored?.sessionGeneration ?? 0) + 1
   }
 
+  /** Connects and starts the first session. Rejects with BrokerRefusedLogin when the broker refuses the credential. */
   static async connect(options: SimulatorOptions): Promise<DisplaySimulator> {
     const store = options.fenceStore ?? new MemoryFenceStore()
     const stored = store.read()
-    const client = await connectAsync(options.url, {
-      username: options.username,
-      password: options.password,
-      protocolVersion: 4,
-      clientId: `display-sim-${randomUUID().slice(0, 12)}`,
-      clean: true,
-      reconnectPeriod: 0,
-      connectTimeout: 5_000,
-    })
-    const sim = new DisplaySimulator(options, client, store, stored)
-    // The session generation must rise across restarts even if nothing else is ever written.
-    if (stored !== undefined) store.write({ fence: sim.fence, sessionGeneration: sim.sessionGeneration })
+    let sim: DisplaySimulator | undefined
+    const client = await connectSupervised(
+      options.url,
+      { username: options.username, password: options.password, protocolVersion: 4, clientId: `display-sim-${randomUUID().slice(0, 12)}`, clean: true, connectTimeout: 5_000 },
+      options.reconnect,
+      {
+        onEvent: (event) => (sim === undefined ? options.onConnection?.(event) : sim.#onConnection(event)),
+        resume: async () => {
+          if (sim === undefined) throw new Error('reconnected before the first session started')
+          return sim.#resume()
+        },
+      },
+    )
+    sim = new DisplaySimulator(options, client, store, stored)
     client.on('message', (topic, payload) => sim.#onMessage(topic, payload))
-    await sim.reportCapabilities()
-    await client.subscribeAsync([configTopic(options), feedTopic(options)], { qos: 1 })
-    await sim.#send({ result: 'announced', attempted: null, error: null, refresh: false })
+    await sim.#startSession()
     return sim
   }
 
@@ -190,6 +206,34 @@ export class DisplaySimulator {
       }, timeoutMs)
       this.#waiters.add(check)
     })
+  }
+
+  /**
+   * A session: its generation stored first (it must rise across restarts even
+   * if nothing else is ever written), then capabilities, subscriptions and
+   * the announcement of what is active, in the order SPEC part 6 gives.
+   */
+  async #startSession(): Promise<void> {
+    if (this.fenceTrusted) this.#store.write({ fence: this.fence, sessionGeneration: this.sessionGeneration })
+    await this.reportCapabilities()
+    await this.client.subscribeAsync([configTopic(this.options), feedTopic(this.options)], { qos: 1 })
+    await this.#send({ result: 'announced', attempted: null, error: null, refresh: false })
+  }
+
+  /** After a reconnection: a new session, one generation up, its sequence from 1 again. */
+  async #resume(): Promise<number> {
+    this.sessionId = randomUUID()
+    this.sessionGeneration++
+    this.sequence = 0
+    await this.#startSession()
+    return this.sessionGeneration
+  }
+
+  #onConnection(event: ConnectionEvent): void {
+    this.connectionEvents.push(event)
+    this.connection = event.type === 'resumed' ? 'connected' : event.type === 'failed' ? 'failed' : 'offline'
+    this.options.onConnection?.(event)
+    this.#notify()
   }
 
   async close(): Promise<void> {

@@ -148,3 +148,19 @@ t.test('validator - describeError without an error says the whole value is inval
     'an error with no message',
   )
 })
+
+t.test('validator - query numbers are decimal text only: Infinity, hex, blanks and out-of-range text fail (once a 500)', async (t) => {
+  const query = compileTextValidator(
+    Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }), ratio: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })) }),
+    'query',
+  )
+  for (const bad of ['Infinity', '-Infinity', 'NaN', '0x10', ' 5', '5 ', '1e309', '', '+5', '01']) {
+    const result = query({ limit: bad })
+    t.equal(result.ok, false, `limit=${JSON.stringify(bad)}`)
+  }
+  t.match(query({ limit: 'Infinity' }), { ok: false, reason: 'query.limit must be integer' })
+  t.match(query({ limit: '201' }), { ok: false, reason: /query\.limit must be <= 200/ })
+  t.same(query({ limit: '1e2' }), { ok: true, value: { limit: 100 } }, 'exponent notation is decimal')
+  t.same(query({ ratio: '0.25' }), { ok: true, value: { limit: 50, ratio: 0.25 } })
+  t.match(query({ limit: ['5', '6'] }), { ok: false }, 'a repeated parameter for one value fails')
+})
