@@ -68,3 +68,15 @@ t.test('version - the service version matches package.json', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
   t.equal(serviceVersion, pkg.version)
 })
+
+t.test('openapi - a query parameter is required only when a request without it is refused', async (t) => {
+  const params = (path: string, method: string) => doc.paths[path][method].parameters as { name: string; in: string; required: boolean }[]
+  const required = (path: string, method: string, name: string) => params(path, method).find((p) => p.name === name)?.required
+  t.equal(required('/v1/api-keys/{id}/logs', 'get', 'limit'), false, 'limit has a default')
+  t.equal(required('/v1/printer-config', 'get', 'include_incomplete'), false)
+  t.equal(required('/v1/printer-config', 'get', 'enabled_only'), false)
+  t.equal(required('/v1/api-keys/{id}', 'delete', 'organizationId'), true, 'a parameter without a default stays required')
+  // And the route agrees: every query parameter marked optional may be left out.
+  const listed = await request(svc.url, '/v1/printer-config', { headers: { authorization: `Bearer ${(await request(svc.url, '/v1/auth/login', { method: 'POST', body: { email: 'admin@test.printfarm', password: 'test-admin-password' } })).json.access_token}` } })
+  t.equal(listed.status, 200)
+})
