@@ -148,6 +148,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     })
     parts.add(() => http.close(0))
     const bootstrap = await createFirstAdmin(core.db, config, logger)
+    core.state.accepting = true
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
     let stopping: Promise<void> | undefined
     return {
@@ -171,7 +172,8 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   const metrics = new MetricsRegistry()
   const stopProcessMetrics = registerProcessMetrics(metrics)
   parts.add(stopProcessMetrics)
-  const state: NodeState = { migrationsVersion: 0, accepting: true }
+  // Not ready (GET /readyz) until the whole start is done, the first admin included.
+  const state: NodeState = { migrationsVersion: 0, accepting: false }
   state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
   const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
   const keyring = await loadKeyring(db.sql, sealedBox, logger)

@@ -20,7 +20,7 @@ import type { DisplayNode } from './displays/index.js'
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
   migrationsVersion: number
-  /** False once shutdown began. */
+  /** True from the end of the start (the first admin exists) until shutdown begins: /readyz says ready only then. */
   accepting: boolean
 }
 

@@ -37,6 +37,23 @@ export async function waitForHttp(port: number, path: string, timeoutMs = 60_000
   throw new Error(`nothing answered on port ${port}${path} within ${timeoutMs} ms`)
 }
 
+/**
+ * Calls `fn` until it resolves. The first admin is created just after the
+ * service starts answering (src/service.ts, createFirstAdmin), so a login
+ * right after /readyz can come too early and get 401.
+ */
+export async function retrying<T>(what: string, fn: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      return await fn()
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`${what}: still failing after ${timeoutMs} ms: ${(error as Error).message}`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+}
+
 /** utime + stime of a process in seconds (Linux /proc; clock ticks are 100 Hz there). */
 export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -57,8 +74,4 @@ export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-
-export function emit(figure: Record<string, unknown>): void {
-  process.stdout.write(JSON.stringify(figure) + '\n')
 }
