@@ -13,35 +13,21 @@
 import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type ActorOptions, type SnapshotFrom } from 'xstate'
 import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
 import { printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterJob } from '../machines/printer.js'
+import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
-import type { PrinterEventType } from '../protocol/printer-events.js'
+import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
+import type { RefusedEventSchema } from '../protocol/printer-events.js'
 import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence } from './printer-persistence.js'
 
 /** XState's clock interface (setTimeout/clearTimeout); a SimulatedClock in tests. */
 export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>
 
-export interface IncomingEvent {
-  eventId: string
-  idempotencyKey?: string | undefined
-  type: PrinterEventType
-  seqn: number
-  timestamp: number
-  deliveryAttempt: number
-  data: Record<string, unknown>
-}
+/** One bridge event as the actor takes it (the schema a forwarded ingest is checked against). */
+export type IncomingEvent = Static<typeof IncomingEventSchema>
 
-export interface IngestRequest {
-  organizationId: string
-  hostId: string
-  assignmentEpoch: number
-  events: readonly IncomingEvent[]
-}
+export type IngestRequest = Static<typeof IngestRequestSchema>
 
-export interface RefusedEvent {
-  eventId: string
-  seqn: number
-  reason: string
-}
+export type RefusedEvent = Static<typeof RefusedEventSchema>
 
 export interface IngestResult {
   /** Events of the request the log now holds: stored by this request or an earlier delivery. */

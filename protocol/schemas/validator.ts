@@ -2,10 +2,12 @@
  * The one place schemas become validators. Compiled once when a route is
  * registered, never per request (STYLE practice 3).
  *
- * Two ajv instances, for a reason: JSON bodies are typed by the client, so
+ * Three ajv instances, for a reason: JSON bodies are typed by the client, so
  * they are checked as sent (no coercion: "1" is not 1). Query strings and path
  * parameters are text by nature, so that instance coerces "25" to 25 and
- * "true" to true, and a single value to a one-item array.
+ * "true" to true, and a single value to a one-item array. Node-to-node calls
+ * (protocol/node-calls.ts) arrive as MessagePack, which carries values JSON
+ * cannot: that instance, otherwise like the body one, knows `instanceof`.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
@@ -31,6 +33,22 @@ function makeAjv(coerce: boolean): Ajv {
 
 const bodyAjv = makeAjv(false)
 const textAjv = makeAjv(true)
+const nodeCallAjv = makeAjv(false)
+
+/** The classes MessagePack decodes to: its timestamp extension to a Date, bin to a Uint8Array. */
+const decodedClasses = { Date, Uint8Array } as const
+
+type DecodedClass = keyof typeof decodedClasses
+
+function isInstance(name: DecodedClass, data: unknown): boolean {
+  const ok = data instanceof decodedClasses[name] && !(data instanceof Date && Number.isNaN(data.getTime()))
+  isInstance.errors = ok ? undefined : [{ keyword: 'instanceof', message: `must be a ${name}`, params: { instanceof: name } }]
+  return ok
+}
+isInstance.errors = undefined as Partial<ErrorObject>[] | undefined
+
+// `{ instanceof: 'Date' }`: a name outside decodedClasses fails when the schema is compiled (at start), not on a call.
+nodeCallAjv.addKeyword({ keyword: 'instanceof', schemaType: 'string', metaSchema: { enum: Object.keys(decodedClasses) }, validate: isInstance })
 
 export interface Validator<T> {
   /** Returns the typed value, or a one-line reason naming the offending field. */
@@ -46,6 +64,23 @@ function wrap<T>(fn: ValidateFunction, where: string): Validator<T> {
 
 export function compileBodyValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
   return wrap(bodyAjv.compile(schema), 'body')
+}
+
+/** A node-to-node call's arguments or result, as MessagePack decoded them; `where` names it in the reason. */
+export function compileNodeCallValidator<S extends TSchema>(schema: S, where: 'args' | 'result' | 'frame'): Validator<Static<S>> {
+  return wrap(nodeCallAjv.compile(schema), where)
+}
+
+/** A table of calls (protocol/node-calls.ts), each compiled once: its args and result validators, typed by the table. */
+export type CompiledCalls<Table extends Readonly<Record<string, { readonly args: TSchema; readonly result: TSchema }>>> = {
+  readonly [Op in keyof Table]: { readonly args: Validator<Static<Table[Op]['args']>>; readonly result: Validator<Static<Table[Op]['result']>> }
+}
+
+export function compileCalls<Table extends Readonly<Record<string, { readonly args: TSchema; readonly result: TSchema }>>>(table: Table): CompiledCalls<Table> {
+  const compiled: Record<string, { args: Validator<unknown>; result: Validator<unknown> }> = {}
+  for (const [op, call] of Object.entries(table)) compiled[op] = { args: compileNodeCallValidator(call.args, 'args'), result: compileNodeCallValidator(call.result, 'result') }
+  // Each entry was compiled from the table's own schemas, so its validators check exactly Static<> of them.
+  return compiled as CompiledCalls<Table>
 }
 
 export function compileTextValidator<S extends TSchema>(schema: S, where: 'query' | 'path'): Validator<Static<S>> {
@@ -83,6 +118,8 @@ export function describeError(error: ErrorObject | undefined, where: string): st
       return `${field} must be one of: ${(params['allowedValues'] as unknown[]).map(String).join(', ')}`
     case 'const':
       return `${field} must be ${JSON.stringify(params['allowedValue'])}`
+    case 'instanceof':
+      return `${field} must be a ${String(params['instanceof'])}`
     default:
       return `${field} ${error.message ?? 'is invalid'}`
   }
