@@ -47,6 +47,7 @@ import { startDisplayNode, type DisplayNode } from './displays/index.js'
 import { LocalShardDirectory, type ShardDirectory } from '../actors/shard-directory.js'
 import { RedisShardDirectory } from './cluster/redis-shard-directory.js'
 import { Forwarder } from './cluster/forwarder.js'
+import { nodeCalls } from '../protocol/node-calls.js'
 import { RoutedPrinters } from './cluster/routed-printers.js'
 
 export interface RunningService {
@@ -96,6 +97,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   let displayNode: DisplayNode
   let directory: ShardDirectory
   let forwarder: Forwarder | undefined
+  let printers: RoutedPrinters
   const displayStore = new DisplayStore(db.sql)
   try {
     const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
@@ -116,7 +118,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       })
       directory = redisDirectory
       try {
-        forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: redisDirectory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics })
+        forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: redisDirectory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics, calls: nodeCalls })
         await withTimeout(redisDirectory.start(), 5_000)
       } catch (error) {
         redisDirectory.abandon()
@@ -134,6 +136,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
     started.push(() => mqtt.close())
     displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
     started.push(() => displayNode.stop())
+    printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
+    // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
+    forwarder?.assertServesAll()
   } catch (error) {
     await undo()
     throw error
@@ -146,7 +151,6 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const apiKeyUsage = new UsageLogWriter(db.sql, logger)
   const pairingWindowMs = loginFailureWindowMs
   const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
-  const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
   const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
   // Display frames come from the node that runs the display's actor (relayed to the others below).
   displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
