@@ -44,6 +44,7 @@ import { displayRoutes } from './routes/displays.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
 import { startDisplayNode, type DisplayNode } from './displays/index.js'
+import { systemClock } from '../actors/clock.js'
 import { LocalShardDirectory, type ShardDirectory } from '../actors/shard-directory.js'
 import { RedisShardDirectory } from './cluster/redis-shard-directory.js'
 import { Forwarder } from './cluster/forwarder.js'
@@ -82,6 +83,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
   assertNativeUws()
   const db: Database = await openDatabase(config, logger)
   const metrics = new MetricsRegistry()
+  // The one clock of this node's actors and live feed (actors/clock.ts).
+  const clock = systemClock
   const stopProcessMetrics = registerProcessMetrics(metrics)
   // What has started so far, undone in reverse when a later step of the start fails.
   const started: (() => unknown)[] = [() => db.close(), stopProcessMetrics]
@@ -130,11 +133,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
     } else {
       directory = new LocalShardDirectory()
     }
-    printerNode = await startPrinterNode(db, config, metrics, logger, directory)
+    printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
     started.push(() => printerNode.stop())
     mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
     started.push(() => mqtt.close())
-    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
+    displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder, clock })
     started.push(() => displayNode.stop())
     printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
     // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
@@ -151,7 +154,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const apiKeyUsage = new UsageLogWriter(db.sql, logger)
   const pairingWindowMs = loginFailureWindowMs
   const authenticate = createAuthenticator(db.sql, sessions, apiKeyCache)
-  const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics })
+  const live = createLiveFeed({ db, printers: printerNode.runtime, authenticate, sessions, logger, metrics, clock })
   // Display frames come from the node that runs the display's actor (relayed to the others below).
   displayNode.onLiveChange((organizationId, display) => live.hub.displayChanged(organizationId, display))
   let relay: RedisRelay | undefined

@@ -11,6 +11,7 @@
  * Redis, like every forwarded answer: Redis is the deployment's internal
  * transport, not a public one.
  */
+import type { Clock } from '../../actors/clock.js'
 import { DisplayRuntime } from '../../actors/display-runtime.js'
 import { storedStatus, type AssignRequest, type StoredActivation } from '../../actors/display-persistence.js'
 import type { DisplayOp, NodeCallArgs, NodeCallResult } from '../../protocol/node-calls.js'
@@ -65,6 +66,8 @@ export interface DisplayNodeOptions {
   directory?: ShardDirectory
   /** Node-to-node calls, with several nodes. */
   forwarder?: Forwarder | undefined
+  /** The node's clock (the display actors' delivery timers; the printers' display status). */
+  clock: Clock
 }
 
 export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
@@ -80,6 +83,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     persistence: store,
     directory,
     transport: gateway,
+    clock: options.clock,
     onChange: (stored) => {
       // Publication bookkeeping (attempt counts, the 45 s republish) changes nothing a dashboard
       // shows: only a change of binding, generation, status, applied identity or error is read back.
@@ -91,7 +95,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
-  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
+  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db, options.clock), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
   await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId), owns })
   const unsubscribeShards = [
