@@ -3,7 +3,9 @@
  * PostgreSQL holds the domain state; the actor is a cache plus the single
  * writer). src/displays implements it over PostgreSQL.
  */
+import type { Static } from '@sinclair/typebox'
 import type { DisplayCredential } from '../protocol/display-mqtt.js'
+import type { AssignRequestSchema } from '../protocol/node-calls.js'
 import type { Fence } from './shard-directory.js'
 import { sameIdentity, type ActivationIdentity, type ActivationStatus } from '../machines/display-activation.js'
 
@@ -39,12 +41,8 @@ export function storedStatus(s: StoredActivation): ActivationStatus {
   return sameIdentity(s.applied, s.desired) ? 'device_applied' : 'sync_pending'
 }
 
-export interface AssignRequest {
-  organizationId: string
-  revisionId: string
-  expectedBindingEpoch: number
-  expectedActivationGeneration: number
-}
+/** An assignment as the display's actor takes it (the schema a forwarded one is checked against). */
+export type AssignRequest = Static<typeof AssignRequestSchema>
 
 export interface ActivationProgress {
   applied: ActivationIdentity | null

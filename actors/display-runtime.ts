@@ -36,6 +36,7 @@ import { transition } from 'xstate'
 import { buildEnvelope, maxEnvelopeBytes, utf8Length, type DeviceTopic, type DisplayAddress, type DisplayCredential } from '../protocol/display-mqtt.js'
 import { ServiceError } from '../protocol/errors.js'
 import { displayActivationMachine, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
+import type { Clock } from './clock.js'
 import { Mailbox } from './mailbox.js'
 import { storedStatus, type AssignRequest, type DisplayPersistence, type StoredActivation } from './display-persistence.js'
 import { LocalShardDirectory, ShardUnavailable, shardOf, type Fence, type ShardDirectory } from './shard-directory.js'
@@ -58,28 +59,13 @@ export interface ProfileTransport {
   revokeCredential(credentialId: string): Promise<void>
 }
 
-export interface Timers {
-  now(): number
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
-}
-
-export const realTimers: Timers = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms)
-    t.unref()
-    return t
-  },
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-}
-
 export interface DisplayRuntimeOptions {
   persistence: DisplayPersistence
   /** Who owns which display (the local directory, owning all, by default). */
   directory?: ShardDirectory
   transport: ProfileTransport
-  timers?: Timers
+  /** The node's clock (a simulated one in tests): the 1/s limit, the 45 s republish and the backoff run on it. */
+  clock: Clock
   /** After every stored change of a target (live feed, metrics). */
   onChange?: (activation: StoredActivation) => void
   /** Each publication attempt's outcome (metrics). */
@@ -123,7 +109,7 @@ const hydrate = (stored: StoredActivation): Snapshot =>
 
 export class DisplayRuntime {
   readonly #options: DisplayRuntimeOptions
-  readonly #timers: Timers
+  readonly #clock: Clock
   readonly #entries = new Map<string, Entry>()
   /** Entries being loaded, so two first messages share one load. */
   readonly #loading = new Map<string, Promise<Entry | undefined>>()
@@ -133,7 +119,7 @@ export class DisplayRuntime {
 
   constructor(options: DisplayRuntimeOptions) {
     this.#options = options
-    this.#timers = options.timers ?? realTimers
+    this.#clock = options.clock
     this.#directory = options.directory ?? new LocalShardDirectory()
   }
 
@@ -224,7 +210,7 @@ export class DisplayRuntime {
       else if (entry.timer === undefined && !entry.inFlight && next.context.publishError === null) {
         // Back to waiting (e.g. a rebooted device announced an empty slot): the 45 s republish resumes.
         entry.due = 'republish'
-        this.#arm(entry, this.#timers.now() + republishIntervalMs)
+        this.#arm(entry, this.#clock.now() + republishIntervalMs)
       }
       return 'accepted'
     })
@@ -365,24 +351,24 @@ export class DisplayRuntime {
   #due(entry: Entry, kind: 'new' | 'republish'): void {
     if (this.#stopping) return
     entry.due = entry.due === 'new' ? 'new' : kind
-    this.#arm(entry, Math.max(this.#timers.now(), entry.lastPublishAt + newActivationIntervalMs))
+    this.#arm(entry, Math.max(this.#clock.now(), entry.lastPublishAt + newActivationIntervalMs))
   }
 
   #arm(entry: Entry, at: number): void {
     if (this.#stopping) return
     if (entry.timer !== undefined) {
       if (entry.timerAt <= at) return
-      this.#timers.clearTimeout(entry.timer)
+      this.#clock.clearTimeout(entry.timer)
     }
     entry.timerAt = at
-    entry.timer = this.#timers.setTimeout(() => {
+    entry.timer = this.#clock.setTimeout(() => {
       entry.timer = undefined
       void entry.mailbox.post(() => this.#publish(entry)).catch((error: unknown) => this.#background('publication', error))
-    }, Math.max(0, at - this.#timers.now()))
+    }, Math.max(0, at - this.#clock.now()))
   }
 
   #cancel(entry: Entry): void {
-    if (entry.timer !== undefined) this.#timers.clearTimeout(entry.timer)
+    if (entry.timer !== undefined) this.#clock.clearTimeout(entry.timer)
     entry.timer = undefined
     entry.due = null
   }
@@ -402,7 +388,7 @@ export class DisplayRuntime {
       entry.due = null
       return
     }
-    const now = this.#timers.now()
+    const now = this.#clock.now()
     if (now < entry.lastPublishAt + newActivationIntervalMs) return this.#arm(entry, entry.lastPublishAt + newActivationIntervalMs)
     entry.due = null
     entry.lastPublishAt = now
@@ -434,7 +420,7 @@ export class DisplayRuntime {
           // While the device has not answered, the same activation goes out again in 45 s.
           if (entry.due === null && next.value === 'sync_pending') {
             entry.due = 'republish'
-            this.#arm(entry, this.#timers.now() + republishIntervalMs)
+            this.#arm(entry, this.#clock.now() + republishIntervalMs)
           }
           return
         }
@@ -445,7 +431,7 @@ export class DisplayRuntime {
           return
         }
         entry.due = entry.due === 'new' ? 'new' : kind
-        this.#arm(entry, this.#timers.now() + backoffMs(next.context.publishAttempts))
+        this.#arm(entry, this.#clock.now() + backoffMs(next.context.publishAttempts))
       })
       .catch((error: unknown) => {
         if (error instanceof ShardUnavailable) this.#unavailable(error)
@@ -453,7 +439,7 @@ export class DisplayRuntime {
       })
       .finally(() => {
         // A publication due while this one was in flight goes out now.
-        if (entry.due !== null && entry.timer === undefined) this.#arm(entry, Math.max(this.#timers.now(), entry.lastPublishAt + newActivationIntervalMs))
+        if (entry.due !== null && entry.timer === undefined) this.#arm(entry, Math.max(this.#clock.now(), entry.lastPublishAt + newActivationIntervalMs))
       })
   }
 

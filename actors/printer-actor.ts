@@ -10,38 +10,22 @@
  * the store before its next message: the store is the truth, and the
  * in-memory state never runs ahead of what was committed.
  */
-import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type ActorOptions, type SnapshotFrom } from 'xstate'
+import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
 import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
 import { printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterJob } from '../machines/printer.js'
+import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
-import type { PrinterEventType } from '../protocol/printer-events.js'
+import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
+import type { RefusedEventSchema } from '../protocol/printer-events.js'
+import type { Clock } from './clock.js'
 import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence } from './printer-persistence.js'
 
-/** XState's clock interface (setTimeout/clearTimeout); a SimulatedClock in tests. */
-export type Clock = NonNullable<ActorOptions<AnyActorLogic>['clock']>
+/** One bridge event as the actor takes it (the schema a forwarded ingest is checked against). */
+export type IncomingEvent = Static<typeof IncomingEventSchema>
 
-export interface IncomingEvent {
-  eventId: string
-  idempotencyKey?: string | undefined
-  type: PrinterEventType
-  seqn: number
-  timestamp: number
-  deliveryAttempt: number
-  data: Record<string, unknown>
-}
+export type IngestRequest = Static<typeof IngestRequestSchema>
 
-export interface IngestRequest {
-  organizationId: string
-  hostId: string
-  assignmentEpoch: number
-  events: readonly IncomingEvent[]
-}
-
-export interface RefusedEvent {
-  eventId: string
-  seqn: number
-  reason: string
-}
+export type RefusedEvent = Static<typeof RefusedEventSchema>
 
 export interface IngestResult {
   /** Events of the request the log now holds: stored by this request or an earlier delivery. */
@@ -89,7 +73,8 @@ export interface PrinterActorOptions {
   persistence: PrinterPersistence
   /** The machine with the runtime's presence timeout provided. */
   logic: PrinterLogic
-  clock?: Clock | undefined
+  /** The runtime's clock: the machine's delays (the presence timeout) run on it. */
+  clock: Clock
   /** The shard's fencing token now (read at each write). */
   fencingToken: () => number
   /** A change the actor made on its own (the presence timer): the runtime posts `persistPresence` to the mailbox. */
@@ -371,7 +356,7 @@ export class PrinterActor {
     })
     const printer = createActor(this.#options.logic as AnyActorLogic as PrinterLogic, {
       input: { printerId: hydrated.printerId, ...(hydrated.state ?? {}) },
-      ...(this.#options.clock === undefined ? {} : { clock: this.#options.clock }),
+      clock: this.#options.clock,
     })
     let presence = 'offline'
     printer.subscribe((snap) => {

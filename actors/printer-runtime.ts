@@ -14,7 +14,8 @@
 import { printerMachine, type FilamentAssignment } from '../machines/printer.js'
 import { ServiceError } from '../protocol/errors.js'
 import { Mailbox } from './mailbox.js'
-import { PrinterActor, type Clock, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
+import type { Clock } from './clock.js'
+import { PrinterActor, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
 import type { PersistedPrinterState, PrinterPersistence } from './printer-persistence.js'
 import { ShardUnavailable, shardOf, type ShardDirectory } from './shard-directory.js'
 
@@ -26,9 +27,8 @@ export interface PrinterRuntimeOptions {
   /** Idle time after which an actor is passivated (at least the presence timeout, so timers fire while resident). */
   idleMs: number
   maxResident: number
-  /** The actors' clock (a SimulatedClock in tests); the sweeps use `now`. */
-  clock?: Clock | undefined
-  now?: () => number
+  /** The node's clock (a simulated one in tests): the actors' presence timers, the sweeps and their idea of now. */
+  clock: Clock
   /** After each ingest that got an answer (metrics). */
   onIngested?: (result: IngestResult) => void
   /** Called when background work (a presence write, a sweep) fails; never throws. */
@@ -50,14 +50,14 @@ export class PrinterRuntime {
   /** Insertion order is recency order: every use moves an entry to the end. */
   readonly #entries = new Map<string, Entry>()
   readonly #listeners = new Set<(change: PrinterChange) => void>()
-  #sweep: ReturnType<typeof setInterval> | undefined
+  #sweep: unknown
   #stopping = false
-  readonly #now: () => number
+  readonly #clock: Clock
   readonly #unsubscribe: () => void
 
   constructor(options: PrinterRuntimeOptions) {
     this.#options = options
-    this.#now = options.now ?? Date.now
+    this.#clock = options.clock
     this.#logic = printerMachine.provide({ delays: { presenceTimeout: options.presenceTimeoutMs } })
     // A lost shard's actors are caches of state another node now writes: dropped, never reused.
     this.#unsubscribe = options.directory.onShardLost((shard) => this.dropShard(shard))
@@ -79,15 +79,14 @@ export class PrinterRuntime {
   /** Starts the passivation and silence sweeps. */
   start(): void {
     const every = Math.max(1_000, Math.min(this.#options.idleMs, this.#options.presenceTimeoutMs) / 2)
-    this.#sweep = setInterval(() => void this.sweep(), every)
-    this.#sweep.unref()
+    this.#sweep = this.#clock.setInterval(() => void this.sweep(), every)
   }
 
   /** Stops taking messages, lets every mailbox finish, stops the actors. */
   async stop(): Promise<void> {
     this.#stopping = true
     this.#unsubscribe()
-    if (this.#sweep !== undefined) clearInterval(this.#sweep)
+    if (this.#sweep !== undefined) this.#clock.clearInterval(this.#sweep)
     await Promise.all([...this.#entries.values()].map((e) => e.mailbox.drained()))
     for (const entry of this.#entries.values()) entry.actor.stop()
     this.#entries.clear()
@@ -136,7 +135,7 @@ export class PrinterRuntime {
 
   /** Passivates idle actors and marks silent printers offline; run on a timer, callable from tests. */
   async sweep(): Promise<void> {
-    const now = this.#now()
+    const now = this.#clock.now()
     for (const [id, entry] of this.#entries) {
       if (!entry.mailbox.idle) continue
       const idle = now - entry.actor.lastUsed >= this.#options.idleMs
@@ -186,7 +185,7 @@ export class PrinterRuntime {
       this.#entries.set(id, entry)
     }
     const { actor, mailbox } = entry
-    actor.lastUsed = this.#now()
+    actor.lastUsed = this.#clock.now()
     return mailbox.post(async () => {
       try {
         return await task(actor)
@@ -197,7 +196,7 @@ export class PrinterRuntime {
         this.dropShard(error.shard)
         throw ownerUnavailable(error)
       } finally {
-        actor.lastUsed = this.#now()
+        actor.lastUsed = this.#clock.now()
         // An id that names no printer is not kept (unless more messages wait): unknown ids cannot fill memory.
         if (actor.missing && mailbox.size === 1 && this.#entries.get(id) === entry) this.#passivate(id, entry)
       }

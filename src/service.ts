@@ -51,9 +51,11 @@ import { displayRoutes } from './routes/displays.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
 import { startDisplayNode, type DisplayNode } from './displays/index.js'
+import { systemClock, type Clock } from '../actors/clock.js'
 import { LocalShardDirectory, type ShardDirectory } from '../actors/shard-directory.js'
 import { RedisShardDirectory } from './cluster/redis-shard-directory.js'
 import { Forwarder } from './cluster/forwarder.js'
+import { nodeCalls } from '../protocol/node-calls.js'
 import { RoutedPrinters } from './cluster/routed-printers.js'
 import { checkListenAddresses } from './startup/preflight.js'
 import { StartedParts } from './startup/started-parts.js'
@@ -96,7 +98,11 @@ interface Core {
   readonly keyring: Keyring
   readonly directory: ShardDirectory
   readonly forwarder: Forwarder | undefined
+  /** The one clock of this node's actors and live feed. */
+  readonly clock: Clock
   readonly printerNode: PrinterNode
+  /** The printer actors, on this node or reached through their owner. */
+  readonly printers: RoutedPrinters
   readonly mqtt: MqttConnection
   readonly displayNode: DisplayNode
 }
@@ -178,7 +184,8 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
   const keyring = await loadKeyring(db.sql, sealedBox, logger)
   const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts)
-  const printerNode = await startPrinterNode(db, config, metrics, logger, directory)
+  const clock = systemClock
+  const printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
   parts.add(() => printerNode.stop())
   const displayStore = new DisplayStore(db.sql)
   const mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
@@ -188,9 +195,12 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
       'status displays are off: MQTT_URL names an external broker and MQTT_DISPLAY_CREDENTIALS is none, so the service cannot give displays credentials; display registration answers 503 MQTT_DISPLAY_NOT_CONFIGURED (set MQTT_DISPLAY_CREDENTIALS=dynamic-security for Mosquitto, see docs/displays.md)',
     )
   }
-  const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder })
+  const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder, clock })
   parts.add(() => displayNode.stop())
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, printerNode, mqtt, displayNode }
+  const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
+  // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
+  forwarder?.assertServesAll()
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -213,7 +223,7 @@ async function startCluster(
   })
   let forwarder: Forwarder | undefined
   try {
-    forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: directory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics })
+    forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: directory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics, calls: nodeCalls })
     await withTimeout(directory.start(), 5_000)
   } catch (error) {
     directory.abandon()
@@ -227,7 +237,7 @@ async function startCluster(
 }
 
 async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<Live> {
-  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, authenticate, sessions, logger, metrics: core.metrics })
+  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
   // Display frames come from the node that runs the display's actor (relayed to the others below).
   core.displayNode.onLiveChange((organizationId, display) => feed.hub.displayChanged(organizationId, display))
@@ -273,7 +283,7 @@ function wireServices(
     apiKeyCache: parts.apiKeyCache,
     apiKeyUsage: new UsageLogWriter(db.sql, logger),
     printerConfig: new PrinterConfigStore(db, core.sealedBox, logger),
-    printers: new RoutedPrinters(core.printerNode.runtime, directory, core.forwarder),
+    printers: core.printers,
     shards: {
       readiness: () => ({
         ok: redis?.ready ?? true,

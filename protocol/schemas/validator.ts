@@ -9,6 +9,9 @@
  * the same kind of check. (ajv's own coercion was used before: it reads
  * "0x10" as 16 and " 5" as 5, and let "Infinity" past a `maximum`, which
  * reached PostgreSQL as a bigint and came back a 500.)
+ * Node-to-node calls (protocol/node-calls.ts) arrive as MessagePack, which
+ * carries values JSON cannot: their instance, otherwise the same, knows
+ * `instanceof`.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
@@ -33,6 +36,22 @@ function makeAjv(): Ajv {
 }
 
 const ajv = makeAjv()
+const nodeCallAjv = makeAjv()
+
+/** The classes MessagePack decodes to: its timestamp extension to a Date, bin to a Uint8Array. */
+const decodedClasses = { Date, Uint8Array } as const
+
+type DecodedClass = keyof typeof decodedClasses
+
+function isInstance(name: DecodedClass, data: unknown): boolean {
+  const ok = data instanceof decodedClasses[name] && !(data instanceof Date && Number.isNaN(data.getTime()))
+  isInstance.errors = ok ? undefined : [{ keyword: 'instanceof', message: `must be a ${name}`, params: { instanceof: name } }]
+  return ok
+}
+isInstance.errors = undefined as Partial<ErrorObject>[] | undefined
+
+// `{ instanceof: 'Date' }`: a name outside decodedClasses fails when the schema is compiled (at start), not on a call.
+nodeCallAjv.addKeyword({ keyword: 'instanceof', schemaType: 'string', metaSchema: { enum: Object.keys(decodedClasses) }, validate: isInstance })
 
 export interface Validator<T> {
   /** Returns the typed value, or a one-line reason naming the offending field. */
@@ -48,6 +67,23 @@ function wrap<T>(fn: ValidateFunction, where: string): Validator<T> {
 
 export function compileBodyValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
   return wrap(ajv.compile(schema), 'body')
+}
+
+/** A node-to-node call's arguments or result, as MessagePack decoded them; `where` names it in the reason. */
+export function compileNodeCallValidator<S extends TSchema>(schema: S, where: 'args' | 'result' | 'frame'): Validator<Static<S>> {
+  return wrap(nodeCallAjv.compile(schema), where)
+}
+
+/** A table of calls (protocol/node-calls.ts), each compiled once: its args and result validators, typed by the table. */
+export type CompiledCalls<Table extends Readonly<Record<string, { readonly args: TSchema; readonly result: TSchema }>>> = {
+  readonly [Op in keyof Table]: { readonly args: Validator<Static<Table[Op]['args']>>; readonly result: Validator<Static<Table[Op]['result']>> }
+}
+
+export function compileCalls<Table extends Readonly<Record<string, { readonly args: TSchema; readonly result: TSchema }>>>(table: Table): CompiledCalls<Table> {
+  const compiled: Record<string, { args: Validator<unknown>; result: Validator<unknown> }> = {}
+  for (const [op, call] of Object.entries(table)) compiled[op] = { args: compileNodeCallValidator(call.args, 'args'), result: compileNodeCallValidator(call.result, 'result') }
+  // Each entry was compiled from the table's own schemas, so its validators check exactly Static<> of them.
+  return compiled as CompiledCalls<Table>
 }
 
 export function compileTextValidator<S extends TSchema>(schema: S, where: 'query' | 'path'): Validator<Static<S>> {
@@ -137,6 +173,8 @@ export function describeError(error: ErrorObject | undefined, where: string): st
       return `${field} must be one of: ${(params['allowedValues'] as unknown[]).map(String).join(', ')}`
     case 'const':
       return `${field} must be ${JSON.stringify(params['allowedValue'])}`
+    case 'instanceof':
+      return `${field} must be a ${String(params['instanceof'])}`
     default:
       return `${field} ${error.message ?? 'is invalid'}`
   }

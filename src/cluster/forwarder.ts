@@ -23,31 +23,30 @@
  * now: see route-to-owner.ts.)
  * A forwarded call is never forwarded again (no loops): an owner that lost
  * the shard meanwhile answers 503 itself.
+ *
+ * What may be called is a table of schemas (protocol/node-calls.ts): `call`
+ * and `handle` are typed by it, the owner checks the arguments before running
+ * anything (node-call-server.ts), and the caller checks the result before it
+ * trusts it. Every frame is checked against the frame schema first; one that
+ * fails is counted and dropped (there is no id to answer).
  */
 import { decode, encode } from '@msgpack/msgpack'
 import { Redis } from 'ioredis'
 import { performance } from 'node:perf_hooks'
-import { ServiceError, type ErrorCode } from '../../protocol/errors.js'
+import { FrameSchema, type AnswerFrame, type CallArgs, type CallFrame, type CallResult, type NodeCalls, type NodeCallTable, type OpOf } from '../../protocol/node-calls.js'
+import { compileCalls, compileNodeCallValidator, type CompiledCalls } from '../../protocol/schemas/validator.js'
 import { withTimeout } from '../deadline.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
+import { fromWire, NodeCallServer, type NodeCallHandler } from './node-call-server.js'
 
 /** How long a start waits for Redis before it fails. */
 const connectTimeoutMs = 5_000
 
-type Handler = (args: Record<string, unknown>) => Promise<unknown>
-
-/** [0, id, from, op, args] or [1, id, ok, value | error] */
-type Frame = [0, number, string, string, Record<string, unknown>] | [1, number, boolean, unknown]
-
-interface WireError {
-  code?: string
-  message: string
-  extra?: Record<string, unknown>
-  headers?: Record<string, string>
-}
+const checkFrame = compileNodeCallValidator(FrameSchema, 'frame')
 
 interface Pending {
+  /** The answer's value, checked against the op's result schema before the caller sees it. */
   resolve: (value: unknown) => void
   reject: (error: unknown) => void
   timer: ReturnType<typeof setTimeout>
@@ -69,41 +68,51 @@ export class OwnerNotListening extends ForwardFailed {
   }
 }
 
-export interface ForwarderOptions {
+export interface ForwarderOptions<Calls extends NodeCallTable> {
   redisUrl: string
   keyspace: string
   nodeId: string
   timeoutMs: number
   logger: Logger
   metrics: MetricsRegistry
+  /** What may be called (protocol/node-calls.ts `nodeCalls`; tests give their own). */
+  calls: Calls
 }
 
-export class Forwarder {
-  readonly #o: ForwarderOptions
+export class Forwarder<Calls extends NodeCallTable = NodeCalls> {
+  readonly #o: ForwarderOptions<Calls>
   readonly #pub: Redis
   readonly #sub: Redis
-  readonly #handlers = new Map<string, Handler>()
+  readonly #compiled: CompiledCalls<Calls>
+  readonly #server: NodeCallServer<Calls>
   readonly #pending = new Map<number, Pending>()
   #next = 1
   #closed = false
   readonly #calls
   readonly #seconds
-  readonly #served
+  readonly #rejected
 
-  private constructor(options: ForwarderOptions) {
+  private constructor(options: ForwarderOptions<Calls>) {
     this.#o = options
+    this.#compiled = compileCalls(options.calls)
     const redis = { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true }
     this.#pub = new Redis(options.redisUrl, redis)
     this.#sub = new Redis(options.redisUrl, { ...redis, enableOfflineQueue: true })
     for (const client of [this.#pub, this.#sub]) client.on('error', (error: unknown) => options.logger.warn('forwarder: Redis error', { error }))
     const m = options.metrics
-    this.#calls = m.counter('forwards_total', 'Calls forwarded to the owner of a shard, by operation and outcome (ok, refused: the owner answered with an error, unreachable, timeout).', ['op', 'outcome'])
+    this.#calls = m.counter('forwards_total', 'Calls forwarded to the owner of a shard, by operation and outcome (ok, refused: the owner answered with an error, unreachable, timeout, malformed: the answer failed the result schema).', ['op', 'outcome'])
     this.#seconds = m.histogram('forward_seconds', 'Round trip of a forwarded call, caller side.', ['op'], [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
-    this.#served = m.counter('forwards_served_total', 'Calls other nodes forwarded to this node, by operation.', ['op'])
+    this.#rejected = m.counter('forwards_rejected_total', 'Frames from other nodes this node refused, by reason (frame: not a node-call frame; op: an operation it does not serve; args: arguments that fail the operation\'s schema) and operation.', ['reason', 'op'])
+    this.#server = new NodeCallServer({
+      calls: this.#compiled,
+      logger: options.logger,
+      served: m.counter('forwards_served_total', 'Calls other nodes forwarded to this node and it ran, by operation.', ['op']),
+      rejected: this.#rejected,
+    })
     this.#sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.#receive(message))
   }
 
-  static async start(options: ForwarderOptions): Promise<Forwarder> {
+  static async start<Calls extends NodeCallTable>(options: ForwarderOptions<Calls>): Promise<Forwarder<Calls>> {
     const forwarder = new Forwarder(options)
     const connected = Promise.all([forwarder.#pub.connect(), forwarder.#sub.connect()]).then(() => forwarder.#sub.subscribe(forwarder.#channel(options.nodeId)))
     try {
@@ -116,16 +125,23 @@ export class Forwarder {
     return forwarder
   }
 
-  /** Serves an operation for other nodes. */
-  handle(op: string, handler: Handler): void {
-    this.#handlers.set(op, handler)
+  /** Serves an operation for other nodes; the handler gets only arguments that passed the op's schema. */
+  handle<Op extends OpOf<Calls>>(op: Op, handler: NodeCallHandler<Calls, Op>): void {
+    this.#server.handle(op, handler)
+  }
+
+  /** Fails the start when an op of the table has no handler: another node's call would only get "no operation". */
+  assertServesAll(): void {
+    const missing = this.#server.unserved()
+    if (missing.length > 0) throw new TypeError(`node calls without a handler on this node: ${missing.join(', ')}`)
   }
 
   /** Calls `op` on `node`; rejects with the owner's ServiceError, or ForwardFailed when it cannot be reached in time. */
-  call(node: string, op: string, args: Record<string, unknown>): Promise<unknown> {
+  call<Op extends OpOf<Calls>>(node: string, op: Op, args: CallArgs<Calls, Op>): Promise<CallResult<Calls, Op>> {
     if (this.#closed) return Promise.reject(new ForwardFailed('this node is shutting down'))
     const id = this.#next++
     const started = performance.now()
+    const checkResult = this.#compiled[op].result
     const outcome = (name: string) => {
       this.#calls.inc({ op, outcome: name })
       this.#seconds.observe({ op }, (performance.now() - started) / 1000)
@@ -138,8 +154,16 @@ export class Forwarder {
       }, this.#o.timeoutMs)
       this.#pending.set(id, {
         resolve: (value) => {
-          outcome('ok')
-          resolve(value)
+          const result = checkResult(value)
+          if (result.ok) {
+            outcome('ok')
+            resolve(result.value)
+            return
+          }
+          // It may have run: not a ForwardFailed, so it is never sent again.
+          outcome('malformed')
+          this.#o.logger.warn('forwarder: an answer does not match its schema', { op, node, reason: result.reason })
+          reject(new Error(`the owner node ${node} answered ${op} with a value this node cannot read: ${result.reason}`))
         },
         reject: (error) => {
           outcome(error instanceof ForwardFailed ? 'unreachable' : 'refused')
@@ -147,7 +171,7 @@ export class Forwarder {
         },
         timer,
       })
-      const frame: Frame = [0, id, this.#o.nodeId, op, args]
+      const frame: CallFrame = [0, id, this.#o.nodeId, op, args]
       this.#pub.publish(this.#channel(node), Buffer.from(encode(frame, { ignoreUndefined: true }))).then(
         (receivers) => {
           if (receivers === 0) this.#settle(id, false, undefined, new OwnerNotListening(node))
@@ -178,49 +202,29 @@ export class Forwarder {
   }
 
   #receive(message: Buffer): void {
-    let frame: Frame
+    let decoded: unknown
     try {
-      frame = decode(message) as Frame
+      decoded = decode(message)
     } catch (error) {
+      this.#rejected.inc({ reason: 'frame', op: '' })
       this.#o.logger.warn('forwarder: a frame that is not MessagePack', { error })
       return
     }
-    if (frame[0] === 1) {
-      const [, id, ok, payload] = frame
-      this.#settle(id, ok, payload, ok ? undefined : fromWire(payload as WireError))
+    const frame = checkFrame(decoded)
+    if (!frame.ok) {
+      this.#rejected.inc({ reason: 'frame', op: '' })
+      this.#o.logger.warn('forwarder: a frame that is not a node call nor an answer', { reason: frame.reason })
       return
     }
-    const [, id, from, op, args] = frame
-    const handler = this.#handlers.get(op)
-    this.#served.inc({ op })
-    const answer = (ok: boolean, payload: unknown) => {
-      const reply: Frame = [1, id, ok, payload]
-      this.#pub.publish(this.#channel(from), Buffer.from(encode(reply, { ignoreUndefined: true }))).catch((error: unknown) => this.#o.logger.warn('forwarder: an answer was not sent', { op, error }))
-    }
-    if (handler === undefined) {
-      answer(false, { message: `no operation '${op}' on this node` } satisfies WireError)
+    const f = frame.value
+    if (f[0] === 1) {
+      if (f[2]) this.#settle(f[1], true, f[3])
+      else this.#settle(f[1], false, undefined, fromWire(f[3]))
       return
     }
-    handler(args).then(
-      (value) => answer(true, value),
-      (error: unknown) => {
-        if (!(error instanceof ServiceError)) this.#o.logger.error('forwarded call failed', { op, error })
-        answer(false, toWire(error))
-      },
+    const from = f[2]
+    void this.#server.answer(f).then((answer: AnswerFrame) =>
+      this.#pub.publish(this.#channel(from), Buffer.from(encode(answer, { ignoreUndefined: true }))).catch((error: unknown) => this.#o.logger.warn('forwarder: an answer was not sent', { op: f[3], error })),
     )
   }
-}
-
-function toWire(error: unknown): WireError {
-  if (error instanceof ServiceError) {
-    return { code: error.code, message: error.message, ...(error.extra === undefined ? {} : { extra: { ...error.extra } }), ...(error.headers === undefined ? {} : { headers: { ...error.headers } }) }
-  }
-  return { message: 'the owner node failed to handle the call' }
-}
-
-function fromWire(wire: WireError): Error {
-  if (wire.code !== undefined) {
-    return new ServiceError(wire.code as ErrorCode, wire.message, { ...(wire.extra === undefined ? {} : { extra: wire.extra }), ...(wire.headers === undefined ? {} : { headers: wire.headers }) })
-  }
-  return new Error(wire.message)
 }

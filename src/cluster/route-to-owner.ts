@@ -10,6 +10,7 @@
  * out is never sent again: it may have run.
  */
 import type { ShardDirectory } from '../../actors/shard-directory.js'
+import type { CallArgs, CallResult, NodeCallTable, OpOf } from '../../protocol/node-calls.js'
 import { ForwardFailed, OwnerNotListening, type Forwarder } from './forwarder.js'
 
 export const local = Symbol('local')
@@ -25,15 +26,23 @@ export class OwnerUnavailable extends Error {
 }
 
 /** `local` when this node owns `shard` (run the call here); else the owner's answer. Rejects with OwnerUnavailable, or the owner's ServiceError. */
-export async function routeToOwner(directory: ShardDirectory, forwarder: Forwarder, shard: number, op: string, args: Record<string, unknown>): Promise<unknown> {
+export async function routeToOwner<Calls extends NodeCallTable, Op extends OpOf<Calls>>(
+  directory: ShardDirectory,
+  forwarder: Forwarder<Calls>,
+  shard: number,
+  op: Op,
+  /** Built only when the call leaves this node. */
+  args: () => CallArgs<Calls, Op>,
+): Promise<CallResult<Calls, Op> | typeof local> {
   if (directory.ownsShard(shard)) return local
   // A table a round old may miss a move that just happened: ask Redis before answering 503.
   let owner = directory.ownerOf(shard) ?? (await resolve(directory, shard))
+  const sending = args()
   for (let sent = 0; ; sent++) {
     if (directory.ownsShard(shard)) return local
     if (owner === undefined) throw new OwnerUnavailable('no node holds the shard right now (it is moving after a node left)', true)
     try {
-      return await forwarder.call(owner, op, args)
+      return await forwarder.call(owner, op, sending)
     } catch (error) {
       if (!(error instanceof ForwardFailed)) throw error
       if (error instanceof OwnerNotListening && sent === 0) {

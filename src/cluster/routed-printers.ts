@@ -7,6 +7,10 @@
  * does not answer in time. Nothing is silently dropped: a bridge either gets
  * the owner's answer or a 503 it retries, and the owner deduplicates the
  * retry if the first attempt was stored after all.
+ *
+ * The calls and their answers are typed by protocol/node-calls.ts: what the
+ * runtime returns must fit the result schema (the handlers below), and what
+ * the schema lets through must fit what the routes expect (the methods).
  */
 import type { FilamentAssignment } from '../../machines/printer.js'
 import type { IngestRequest, IngestResult, PrinterChange, PrinterView } from '../../actors/printer-actor.js'
@@ -14,12 +18,11 @@ import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
 import { ServiceError } from '../../protocol/errors.js'
+import type { NodeCallArgs, NodeCallResult, PrinterOp } from '../../protocol/node-calls.js'
 import type { Forwarder } from './forwarder.js'
 import { local, OwnerUnavailable, routeToOwner } from './route-to-owner.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
-type Args = Record<string, unknown>
 
 export class RoutedPrinters {
   readonly runtime: PrinterRuntime
@@ -32,53 +35,57 @@ export class RoutedPrinters {
     this.#forwarder = forwarder
     if (forwarder === undefined) return
     const r = runtime
-    forwarder.handle('printer.ingest', async (a) => wireResult(await r.ingest(a['printerId'] as string, a['request'] as IngestRequest)))
-    forwarder.handle('printer.assignHost', (a) => r.assignHost(a['printerId'] as string, a['organizationId'] as string, a['hostId'] as string))
-    forwarder.handle('printer.setMaintenance', (a) => r.setMaintenance(a['printerId'] as string, a['organizationId'] as string, a['on'] as boolean))
-    forwarder.handle('printer.assignFilaments', (a) =>
-      r.assignFilaments(a['printerId'] as string, a['organizationId'] as string, a['slots'] as FilamentAssignment[], (a['jobId'] as number | null | undefined) ?? null),
-    )
-    forwarder.handle('printer.reportConnection', (a) =>
-      r.reportConnection(a['printerId'] as string, a['organizationId'] as string, a['connected'] as boolean, a['at'] as number, (a['status'] as string | null | undefined) ?? undefined),
-    )
-    forwarder.handle('printer.view', (a) => r.view(a['printerId'] as string, a['organizationId'] as string))
-    forwarder.handle('printer.reload', (a) => r.reload(a['printerId'] as string))
+    forwarder.handle('printer.ingest', async (a) => wireResult(await r.ingest(a.printerId, a.request)))
+    forwarder.handle('printer.assignHost', (a) => r.assignHost(a.printerId, a.organizationId, a.hostId))
+    forwarder.handle('printer.setMaintenance', async (a) => {
+      await r.setMaintenance(a.printerId, a.organizationId, a.on)
+      return null
+    })
+    forwarder.handle('printer.assignFilaments', (a) => r.assignFilaments(a.printerId, a.organizationId, a.slots, a.jobId))
+    forwarder.handle('printer.reportConnection', async (a) => {
+      await r.reportConnection(a.printerId, a.organizationId, a.connected, a.at, a.status)
+      return null
+    })
+    forwarder.handle('printer.view', (a) => r.view(a.printerId, a.organizationId))
+    forwarder.handle('printer.reload', async (a) => {
+      await r.reload(a.printerId)
+      return null
+    })
   }
 
   async ingest(printerId: string, request: IngestRequest): Promise<IngestResult> {
-    const remote = await this.#route(printerId, 'printer.ingest', { printerId, request })
-    if (remote === local) return this.runtime.ingest(printerId, request)
-    return fromWireResult(remote as WireResult)
+    const remote = await this.#route(printerId, 'printer.ingest', () => ({ printerId, request: wireRequest(request) }))
+    return remote === local ? this.runtime.ingest(printerId, request) : fromWireResult(remote)
   }
 
   async assignHost(printerId: string, organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
-    const remote = await this.#route(printerId, 'printer.assignHost', { printerId, organizationId, hostId })
-    return remote === local ? this.runtime.assignHost(printerId, organizationId, hostId) : (remote as { printerId: string; hostId: string; assignmentEpoch: number })
+    const remote = await this.#route(printerId, 'printer.assignHost', () => ({ printerId, organizationId, hostId }))
+    return remote === local ? this.runtime.assignHost(printerId, organizationId, hostId) : remote
   }
 
   async setMaintenance(printerId: string, organizationId: string, on: boolean): Promise<void> {
-    const remote = await this.#route(printerId, 'printer.setMaintenance', { printerId, organizationId, on })
+    const remote = await this.#route(printerId, 'printer.setMaintenance', () => ({ printerId, organizationId, on }))
     if (remote === local) await this.runtime.setMaintenance(printerId, organizationId, on)
   }
 
   async assignFilaments(printerId: string, organizationId: string, slots: readonly FilamentAssignment[], jobId: number | null): Promise<PersistedPrinterState['ams']> {
-    const remote = await this.#route(printerId, 'printer.assignFilaments', { printerId, organizationId, slots, jobId })
-    return remote === local ? this.runtime.assignFilaments(printerId, organizationId, slots, jobId) : (remote as PersistedPrinterState['ams'])
+    const remote = await this.#route(printerId, 'printer.assignFilaments', () => ({ printerId, organizationId, slots: [...slots], jobId }))
+    return remote === local ? this.runtime.assignFilaments(printerId, organizationId, slots, jobId) : remote
   }
 
   async reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
-    const remote = await this.#route(printerId, 'printer.reportConnection', { printerId, organizationId, connected, at, status })
+    const remote = await this.#route(printerId, 'printer.reportConnection', () => ({ printerId, organizationId, connected, at, status }))
     if (remote === local) await this.runtime.reportConnection(printerId, organizationId, connected, at, status)
   }
 
   async view(printerId: string, organizationId: string): Promise<PrinterView> {
-    const remote = await this.#route(printerId, 'printer.view', { printerId, organizationId })
-    return remote === local ? this.runtime.view(printerId, organizationId) : (remote as PrinterView)
+    const remote = await this.#route(printerId, 'printer.view', () => ({ printerId, organizationId }))
+    return remote === local ? this.runtime.view(printerId, organizationId) : remote
   }
 
   /** The store changed under the printer's actor: whichever node runs it rebuilds it. Best effort (a node that lost the shard has no actor left). */
   async reload(printerId: string): Promise<void> {
-    const remote = await this.#route(printerId, 'printer.reload', { printerId }).catch(() => undefined)
+    const remote = await this.#route(printerId, 'printer.reload', () => ({ printerId })).catch(() => undefined)
     if (remote === local) await this.runtime.reload(printerId)
   }
 
@@ -91,7 +98,7 @@ export class RoutedPrinters {
   }
 
   /** `local` when this node runs the printer's actor (or the id names no printer: the runtime says so); else the owner's answer. */
-  async #route(printerId: string, op: string, args: Args): Promise<unknown> {
+  async #route<Op extends PrinterOp>(printerId: string, op: Op, args: () => NodeCallArgs<Op>): Promise<NodeCallResult<Op> | typeof local> {
     if (this.#forwarder === undefined || !uuidPattern.test(printerId)) return local
     try {
       return await routeToOwner(this.#directory, this.#forwarder, shardOf(printerId.toLowerCase()), op, args)
@@ -103,13 +110,31 @@ export class RoutedPrinters {
   }
 }
 
+/**
+ * Exactly the fields of the call's schema: a batch route hands over its items as they came (with
+ * their hostId, assignmentEpoch and persistedId), which the owner would refuse as unknown fields.
+ */
+function wireRequest(request: IngestRequest): NodeCallArgs<'printer.ingest'>['request'] {
+  return {
+    organizationId: request.organizationId,
+    hostId: request.hostId,
+    assignmentEpoch: request.assignmentEpoch,
+    events: request.events.map((e) => ({
+      eventId: e.eventId,
+      idempotencyKey: e.idempotencyKey,
+      type: e.type,
+      seqn: e.seqn,
+      timestamp: e.timestamp,
+      deliveryAttempt: e.deliveryAttempt,
+      data: e.data,
+    })),
+  }
+}
 
-type WireResult = Omit<IngestResult, 'jobOf'> & { jobOf: [string, number | null][] }
-
-function wireResult(result: IngestResult): WireResult {
+function wireResult(result: IngestResult): NodeCallResult<'printer.ingest'> {
   return { ...result, jobOf: [...result.jobOf] }
 }
 
-function fromWireResult(wire: WireResult): IngestResult {
+function fromWireResult(wire: NodeCallResult<'printer.ingest'>): IngestResult {
   return { ...wire, jobOf: new Map(wire.jobOf) }
 }

@@ -11,8 +11,10 @@
  * Redis, like every forwarded answer: Redis is the deployment's internal
  * transport, not a public one.
  */
+import type { Clock } from '../../actors/clock.js'
 import { DisplayRuntime } from '../../actors/display-runtime.js'
 import { storedStatus, type AssignRequest, type StoredActivation } from '../../actors/display-persistence.js'
+import type { DisplayOp, NodeCallArgs, NodeCallResult } from '../../protocol/node-calls.js'
 import { LocalShardDirectory, shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
 import { ServiceError } from '../../protocol/errors.js'
 import type { Forwarder } from '../cluster/forwarder.js'
@@ -64,6 +66,8 @@ export interface DisplayNodeOptions {
   directory?: ShardDirectory
   /** Node-to-node calls, with several nodes. */
   forwarder?: Forwarder | undefined
+  /** The node's clock (the display actors' delivery timers; the printers' display status). */
+  clock: Clock
 }
 
 export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
@@ -79,6 +83,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     persistence: store,
     directory,
     transport: gateway,
+    clock: options.clock,
     onChange: (stored) => {
       // Publication bookkeeping (attempt counts, the 45 s republish) changes nothing a dashboard
       // shows: only a change of binding, generation, status, applied identity or error is read back.
@@ -90,7 +95,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
-  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
+  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db, options.clock), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
   await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId), owns })
   const unsubscribeShards = [
@@ -102,33 +107,38 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   ]
   const forwarder = options.forwarder
   /** Runs `here` when this node owns the display, else asks the owner; 503 display_owner_unavailable while none can answer. */
-  const route = async <T>(displayId: string, op: string, args: Record<string, unknown>, here: () => Promise<T>): Promise<T> => {
+  const route = async <Op extends DisplayOp>(displayId: string, op: Op, args: NodeCallArgs<Op>, here: () => Promise<NodeCallResult<Op>>): Promise<NodeCallResult<Op>> => {
     if (forwarder === undefined) return here()
     try {
-      const remote = await routeToOwner(directory, forwarder, shardOf(displayId), op, args)
-      return remote === local ? here() : (remote as T)
+      const remote = await routeToOwner(directory, forwarder, shardOf(displayId), op, () => args)
+      return remote === local ? here() : remote
     } catch (error) {
       if (!(error instanceof OwnerUnavailable)) throw error
       const message = error.noOwner ? "no node holds the display's shard right now (it is moving after a node left); retry" : `${error.message}; retry`
       throw new ServiceError('display_owner_unavailable', message, { cause: error })
     }
   }
-  const changedHere = (organizationId: string, displayId: string) => {
+  const changedHere = async (organizationId: string, displayId: string): Promise<null> => {
     reloadFeed(displayId)
     liveChanges.changed(organizationId, displayId)
+    return null
   }
-  forwarder?.handle('display.assign', (a) => runtime.assign(a['displayId'] as string, a['request'] as AssignRequest))
-  forwarder?.handle('display.retry', (a) => runtime.retry(a['displayId'] as string, a['organizationId'] as string))
-  forwarder?.handle('display.rebind', (a) => runtime.rebind(a['displayId'] as string, a['organizationId'] as string))
-  forwarder?.handle('display.changed', async (a) => changedHere(a['organizationId'] as string, a['displayId'] as string))
-  forwarder?.handle('display.forget', (a) => runtime.forget(a['displayId'] as string))
+  const forgetHere = async (displayId: string): Promise<null> => {
+    await runtime.forget(displayId)
+    return null
+  }
+  forwarder?.handle('display.assign', (a) => runtime.assign(a.displayId, a.request))
+  forwarder?.handle('display.retry', (a) => runtime.retry(a.displayId, a.organizationId))
+  forwarder?.handle('display.rebind', (a) => runtime.rebind(a.displayId, a.organizationId))
+  forwarder?.handle('display.changed', (a) => changedHere(a.organizationId, a.displayId))
+  forwarder?.handle('display.forget', (a) => forgetHere(a.displayId))
   /**
    * Tells the owner (this node or another) that the display changed in the store; best effort (a new
    * owner reads the store anyway). While no node can take it (the shard is moving), dashboards still
    * get the change: this node reads the view from the store and sends the frame itself.
    */
   const announce = (organizationId: string, displayId: string, op: 'display.changed' | 'display.forget'): void => {
-    const here = op === 'display.changed' ? async () => changedHere(organizationId, displayId) : () => runtime.forget(displayId)
+    const here = op === 'display.changed' ? () => changedHere(organizationId, displayId) : () => forgetHere(displayId)
     route(displayId, op, { organizationId, displayId }, here).catch((error: unknown) => {
       logger.warn('announcing a display change to its owner failed', { displayId, error })
       if (op === 'display.changed') liveChanges.changed(organizationId, displayId)

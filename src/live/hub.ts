@@ -33,7 +33,6 @@ export interface HubOptions {
   printerRingSize?: number
   /** Topics (with their rings) kept at most; the least recently published go first. */
   maxStreams?: number
-  now?: () => number
 }
 
 interface Stream {

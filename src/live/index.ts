@@ -2,6 +2,7 @@
  * The live feed of one node: hub, WebSocket server and (with Redis) the relay
  * to other nodes, wired to the printer actors' commit hook.
  */
+import type { Clock } from '../../actors/clock.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Sessions } from '../auth/sessions.js'
 import { bearerToken, type Authenticate } from '../auth/authenticate.js'
@@ -30,6 +31,7 @@ export function createLiveFeed(options: {
   sessions: Sessions
   logger: Logger
   metrics: MetricsRegistry
+  clock: Clock
 }): LiveFeed {
   let app: TemplatedApp | undefined
   const hub = new LiveHub({
@@ -38,9 +40,10 @@ export function createLiveFeed(options: {
   })
   const server = new LiveServer({
     hub,
-    snapshots: new Snapshots(options.db),
+    snapshots: new Snapshots(options.db, options.clock),
     logger: options.logger,
     metrics: options.metrics,
+    clock: options.clock,
     currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids),
     authenticate: async (headers, query) => {
       const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)
@@ -54,7 +57,7 @@ export function createLiveFeed(options: {
   const published = options.metrics.counter('live_changes_total', 'Printer changes published to the live feed, by origin (local actors or another node).', ['origin'])
   const fromHere = published.cell({ origin: 'local' })
   options.printers.onChange((change) => {
-    const live = liveChangeOf(change, Date.now())
+    const live = liveChangeOf(change, options.clock.now())
     fromHere.inc()
     hub.printerChanged(live)
     for (const listener of local) listener(live)

@@ -3,6 +3,7 @@
  * state (the feed's events are published after the same commits, so a
  * snapshot is never behind the events that follow it).
  */
+import type { Clock } from '../../actors/clock.js'
 import type { PrinterJob } from '../../machines/printer.js'
 import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { Database } from '../storage/database.js'
@@ -30,8 +31,11 @@ export interface LiveJob extends PrinterJob {
 
 export class Snapshots {
   readonly #db: Database
-  constructor(db: Database) {
+  readonly #clock: Clock
+  /** `clock` tells the display status its now (COMPLETE lasts 10 minutes after a job ends). */
+  constructor(db: Database, clock: Clock) {
     this.#db = db
+    this.#clock = clock
   }
 
   /** Status displays with their targets (the `displays` topic). */
@@ -43,7 +47,7 @@ export class Snapshots {
     const rows = await this.#db.sql<Row[]>`
       select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} order by p.name, p.id`
-    const now = Date.now()
+    const now = this.#clock.now()
     return { printers: rows.map((r) => live(r, now)) }
   }
 
@@ -52,7 +56,7 @@ export class Snapshots {
     const [row] = await this.#db.sql<Row[]>`
       select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} and p.id = ${printerId}`
-    return row === undefined ? undefined : { printer: live(row, Date.now()) }
+    return row === undefined ? undefined : { printer: live(row, this.#clock.now()) }
   }
 
   /** The display status of each of these printers of one organization (a status display's pixels). */
@@ -61,7 +65,7 @@ export class Snapshots {
     const rows = await this.#db.sql<Row[]>`
       select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} and p.id = any(${printerIds as string[]}::uuid[])`
-    const now = Date.now()
+    const now = this.#clock.now()
     return new Map(rows.map((r) => [r.id, live(r, now).status]))
   }
 

@@ -18,6 +18,7 @@
  */
 import { parseJsonText } from '../../protocol/json-text.js'
 import { decode } from '@msgpack/msgpack'
+import type { Clock } from '../../actors/clock.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { ClientFrameSchema, defaultSubprotocol, liveCloseCodes, liveSubprotocols, maxClientFrameBytes, maxTopicsPerSocket, type ClientFrame, type ServerFrame } from '../../protocol/live.js'
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
@@ -62,6 +63,8 @@ export interface LiveServerOptions {
   authenticate: (headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<{ principal: Principal; expiresAt: number | null }>
   logger: Logger
   metrics: MetricsRegistry
+  /** The node's clock: token expiry, lag time, pong, and the sweeps. */
+  clock: Clock
   /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
   currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
   keyCheckMs?: number
@@ -78,12 +81,12 @@ const validateFrame = compileBodyValidator(ClientFrameSchema)
 const topicScope = (topic: string): string => (topic === 'jobs' ? 'jobs:read' : topic === 'displays' ? 'fleet:read' : 'printers:read')
 
 export class LiveServer {
-  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'currentKeys'>> & LiveServerOptions
+  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'clock' | 'currentKeys'>> & LiveServerOptions
   readonly #sockets = new Set<Socket>()
   /** The lagging ones (a subset): changes are noted for these only. */
   readonly #lagging = new Set<Socket>()
-  #sweep: ReturnType<typeof setInterval> | undefined
-  #keySweep: ReturnType<typeof setInterval> | undefined
+  #sweep: unknown
+  #keySweep: unknown
   #checkingKeys = false
   readonly #counts
 
@@ -182,16 +185,14 @@ export class LiveServer {
         this.#lagging.delete(socket)
       },
     })
-    this.#sweep = setInterval(() => this.#check(), this.#o.checkMs)
-    this.#sweep.unref()
-    this.#keySweep = setInterval(() => void this.#checkKeys(), this.#o.keyCheckMs)
-    this.#keySweep.unref()
+    this.#sweep = this.#o.clock.setInterval(() => this.#check(), this.#o.checkMs)
+    this.#keySweep = this.#o.clock.setInterval(() => void this.#checkKeys(), this.#o.keyCheckMs)
   }
 
   /** Shutdown: every socket is told to go elsewhere (1001). */
   close(): void {
-    if (this.#sweep !== undefined) clearInterval(this.#sweep)
-    if (this.#keySweep !== undefined) clearInterval(this.#keySweep)
+    if (this.#sweep !== undefined) this.#o.clock.clearInterval(this.#sweep)
+    if (this.#keySweep !== undefined) this.#o.clock.clearInterval(this.#keySweep)
     for (const socket of [...this.#sockets]) if (!socket.getUserData().closed) socket.end(liveCloseCodes.goingAway, 'server shutting down')
     this.#sockets.clear()
     this.#lagging.clear()
@@ -229,8 +230,8 @@ export class LiveServer {
     const result = validateFrame(parsed)
     if (!result.ok) return this.#bad(socket, 'validation_failed', result.reason.replace(/^body/, 'frame'))
     const frame = result.value as ClientFrame
-    if (data.expiresAt !== null && Date.now() >= data.expiresAt * 1000) return socket.end(liveCloseCodes.credentialExpired, 'access token expired')
-    if (frame.op === 'ping') return this.#send(socket, { op: 'pong', data: { now: Date.now() } })
+    if (data.expiresAt !== null && this.#o.clock.now() >= data.expiresAt * 1000) return socket.end(liveCloseCodes.credentialExpired, 'access token expired')
+    if (frame.op === 'ping') return this.#send(socket, { op: 'pong', data: { now: this.#o.clock.now() } })
     if (frame.op === 'unsubscribe') {
       for (const topic of frame.topics) this.#leave(socket, topic)
       return
@@ -334,7 +335,7 @@ export class LiveServer {
   }
 
   #check(): void {
-    const now = Date.now()
+    const now = this.#o.clock.now()
     for (const socket of this.#sockets) {
       const data = socket.getUserData()
       if (data.closed) continue
@@ -404,7 +405,7 @@ export class LiveServer {
   #fallBehind(socket: Socket): void {
     const data = socket.getUserData()
     this.#counts.lagged.inc()
-    data.lagging = { since: Date.now(), dirty: new Set(), resync: false }
+    data.lagging = { since: this.#o.clock.now(), dirty: new Set(), resync: false }
     this.#lagging.add(socket)
     for (const topic of data.topics) socket.unsubscribe(uwsTopic(data.encoding === 'json' ? 'j' : 'm', data.organizationId, topic))
   }

@@ -5,6 +5,7 @@
  * the displays share it). Stopping drains in order: actors first (their last
  * messages commit), then the writer, then the sweeps.
  */
+import type { Clock } from '../../actors/clock.js'
 import { LocalShardDirectory, type ShardDirectory } from '../../actors/shard-directory.js'
 import { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Config } from '../config.js'
@@ -21,7 +22,7 @@ export interface PrinterNode {
   stop(): Promise<void>
 }
 
-export async function startPrinterNode(db: Database, config: Config, metrics: MetricsRegistry, logger: Logger, directory: ShardDirectory = new LocalShardDirectory()): Promise<PrinterNode> {
+export async function startPrinterNode(db: Database, config: Config, metrics: MetricsRegistry, logger: Logger, clock: Clock, directory: ShardDirectory = new LocalShardDirectory()): Promise<PrinterNode> {
   const persistence = new PgPrinterPersistence(db, {
     flushSize: metrics.histogram('printer_event_flush_events', 'Events written per group-commit flush.', [], [0, 1, 10, 50, 100, 250, 500, 1000, 2500, 5000]),
     flushSeconds: metrics.histogram('printer_event_flush_seconds', 'Duration of one group-commit flush statement.', [], [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
@@ -31,6 +32,7 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
   const runtime = new PrinterRuntime({
     directory,
     persistence,
+    clock,
     presenceTimeoutMs: config.presenceTimeoutMs,
     // Resident past the presence timeout, so the timer, not passivation, decides offline.
     idleMs: Math.max(2 * config.presenceTimeoutMs, 60_000),

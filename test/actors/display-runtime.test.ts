@@ -6,45 +6,12 @@
  */
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { backoffMs, DisplayRuntime, newActivationIntervalMs, republishIntervalMs, type ProfileTransport, type Timers } from '../../actors/display-runtime.js'
+import { backoffMs, DisplayRuntime, newActivationIntervalMs, republishIntervalMs, type ProfileTransport } from '../../actors/display-runtime.js'
 import type { ActivationProgress, AssignRequest, DisplayPersistence, StoredActivation } from '../../actors/display-persistence.js'
 import type { DisplayAddress, DisplayCredential, Envelope, ReceiptMessage } from '../../protocol/display-mqtt.js'
 import { maxPublishAttempts } from '../../machines/display-activation.js'
 import { ServiceError } from '../../protocol/errors.js'
-
-class FakeTimers implements Timers {
-  time = 0
-  #next = 0
-  readonly #queue = new Map<number, { at: number; fn: () => void }>()
-  now = () => this.time
-  setTimeout = (fn: () => void, ms: number) => {
-    const id = ++this.#next
-    this.#queue.set(id, { at: this.time + ms, fn })
-    return id
-  }
-  clearTimeout = (handle: unknown) => void this.#queue.delete(handle as number)
-  get pending(): number {
-    return this.#queue.size
-  }
-  /** Runs every timer due up to now + ms, in time order, letting the runtime's promises settle in between. */
-  async advance(ms: number): Promise<void> {
-    const end = this.time + ms
-    for (;;) {
-      await settle()
-      const due = [...this.#queue.entries()].filter(([, e]) => e.at <= end).sort((a, b) => a[1].at - b[1].at)[0]
-      if (due === undefined) break
-      this.#queue.delete(due[0])
-      this.time = Math.max(this.time, due[1].at)
-      due[1].fn()
-    }
-    this.time = end
-    await settle()
-  }
-}
-
-async function settle(): Promise<void> {
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r))
-}
+import { SimulatedClock } from '../helpers/clock.js'
 
 const revisionA = { id: randomUUID(), sha256: 'a'.repeat(64), data: 'AQA=', byteLength: 38 }
 const revisionB = { id: randomUUID(), sha256: 'b'.repeat(64), data: 'AgA=', byteLength: 38 }
@@ -120,14 +87,14 @@ class FakeTransport implements ProfileTransport {
   revoked: string[] = []
   granted: DisplayCredential[] = []
   grantFailing = false
-  readonly timers: FakeTimers
-  constructor(timers: FakeTimers) {
-    this.timers = timers
+  readonly clock: SimulatedClock
+  constructor(clock: SimulatedClock) {
+    this.clock = clock
   }
   async publishConfig(address: DisplayAddress, payload: string) {
     this.attempts++
     if (this.failing) throw new Error('broker down')
-    this.published.push({ at: this.timers.time, address, envelope: JSON.parse(payload) })
+    this.published.push({ at: this.clock.time, address, envelope: JSON.parse(payload) })
   }
   async clearConfig(address: DisplayAddress) {
     this.cleared.push(address)
@@ -142,15 +109,15 @@ class FakeTransport implements ProfileTransport {
 }
 
 function setup() {
-  const timers = new FakeTimers()
+  const clock = new SimulatedClock()
   const store = new FakeStore()
-  const transport = new FakeTransport(timers)
-  const runtime = new DisplayRuntime({ persistence: store, transport, timers })
+  const transport = new FakeTransport(clock)
+  const runtime = new DisplayRuntime({ persistence: store, transport, clock })
   const org = randomUUID()
   const display = store.add(org)
   const assign = (revision: { id: string }, generation: number) =>
     runtime.assign(display.displayId, { organizationId: org, revisionId: revision.id, expectedBindingEpoch: store.rows.get(display.displayId)!.bindingEpoch, expectedActivationGeneration: generation })
-  return { timers, store, transport, runtime, org, display, assign }
+  return { clock, store, transport, runtime, org, display, assign }
 }
 
 function receipt(row: StoredActivation, session: { id: string; generation: number }, sequence: number, result: ReceiptMessage['profile']['result'], identity = row.desired, extra: Partial<ReceiptMessage['profile']> = {}): ReceiptMessage {
@@ -179,7 +146,7 @@ function receipt(row: StoredActivation, session: { id: string; generation: numbe
 const topicOf = (row: StoredActivation) => ({ organizationId: row.organizationId, displayId: row.displayId, bindingEpoch: row.bindingEpoch, credentialId: row.credentialId, kind: 'receipt' as const })
 
 t.test('the desired activation is stored before it is published', async (t) => {
-  const { store, transport, assign, timers, display } = setup()
+  const { store, transport, assign, clock, display } = setup()
   let storedFirst = false
   const publish = transport.publishConfig.bind(transport)
   transport.publishConfig = async (address, payload) => {
@@ -187,19 +154,19 @@ t.test('the desired activation is stored before it is published', async (t) => {
     return publish(address, payload)
   }
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   t.equal(transport.published.length, 1)
   t.ok(storedFirst, 'the store had generation 1 when the envelope went out')
 })
 
 t.test('assignments within one second coalesce: the newest goes out when the second ends, the ones between never do', async (t) => {
-  const { transport, assign, timers } = setup()
+  const { transport, assign, clock } = setup()
   await assign(revisionA, 0)
-  await timers.advance(100)
+  await clock.advance(100)
   await assign(revisionB, 1)
-  await timers.advance(100)
+  await clock.advance(100)
   await assign(revisionA, 2)
-  await timers.advance(2_000)
+  await clock.advance(2_000)
   t.same(
     transport.published.map((p) => [p.at, p.envelope.activation_generation]),
     [
@@ -211,9 +178,9 @@ t.test('assignments within one second coalesce: the newest goes out when the sec
 })
 
 t.test('while no receipt arrives the same activation is republished every 45 s with fresh timestamps; an applied receipt stops it', async (t) => {
-  const { transport, assign, timers, runtime, store, display } = setup()
+  const { transport, assign, clock, runtime, store, display } = setup()
   await assign(revisionA, 0)
-  await timers.advance(republishIntervalMs * 2 + 10)
+  await clock.advance(republishIntervalMs * 2 + 10)
   t.same(transport.published.map((p) => p.at), [0, republishIntervalMs, republishIntervalMs * 2])
   t.same(new Set(transport.published.map((p) => p.envelope.activation_generation)), new Set([1]), 'same identity')
   t.equal(new Set(transport.published.map((p) => p.envelope.created_at)).size, 3, 'new created_at each time')
@@ -222,21 +189,21 @@ t.test('while no receipt arrives the same activation is republished every 45 s w
   const row = store.rows.get(display.displayId)!
   t.equal(await runtime.receipt(topicOf(row), receipt(row, { id: 's1', generation: 1 }, 1, 'applied')), 'accepted')
   t.equal(runtime.peek(display.displayId)?.status, 'device_applied')
-  await timers.advance(republishIntervalMs * 3)
+  await clock.advance(republishIntervalMs * 3)
   t.equal(transport.published.length, 3, 'nothing more once applied')
 })
 
 t.test('publication failures back off 1, 2, 4 ... 60 s, and the 20th failure records the error and stops until retry', async (t) => {
-  const { transport, assign, timers, runtime, store, display, org } = setup()
+  const { transport, assign, clock, runtime, store, display, org } = setup()
   transport.failing = true
   const times: number[] = []
   const publish = transport.publishConfig.bind(transport)
   transport.publishConfig = (a, p) => {
-    times.push(timers.time)
+    times.push(clock.time)
     return publish(a, p)
   }
   await assign(revisionA, 0)
-  await timers.advance(60 * 60_000)
+  await clock.advance(60 * 60_000)
   t.equal(transport.attempts, maxPublishAttempts, 'exactly 20 attempts')
   const gaps = times.slice(1).map((at, i) => at - times[i]!)
   t.same(gaps, Array.from({ length: maxPublishAttempts - 1 }, (_, i) => backoffMs(i + 1)))
@@ -244,35 +211,35 @@ t.test('publication failures back off 1, 2, 4 ... 60 s, and the 20th failure rec
   const row = store.rows.get(display.displayId)!
   t.match(row.publishError, /broker down/)
   t.equal(row.publishAttempts, maxPublishAttempts, 'the count is stored (a restart does not start over)')
-  t.equal(timers.pending, 0, 'no timer left: publishing has stopped')
+  t.equal(clock.pending, 0, 'no timer left: publishing has stopped')
 
   transport.failing = false
   const retried = await runtime.retry(display.displayId, org)
   t.equal(retried.publishError, null)
-  await timers.advance(0)
+  await clock.advance(0)
   t.equal(transport.published.length, 1, 'retry publishes again')
   await t.rejects(runtime.retry(display.displayId, org), { code: 'signal_profile_target_healthy' }, 'a second retry finds nothing wrong')
 })
 
 t.test('a rejection stops republishing; retry resumes it', async (t) => {
-  const { transport, assign, timers, runtime, store, display, org } = setup()
+  const { transport, assign, clock, runtime, store, display, org } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const row = store.rows.get(display.displayId)!
   t.equal(await runtime.receipt(topicOf(row), receipt(row, { id: 's1', generation: 1 }, 1, 'rejected')), 'accepted')
   t.equal(store.rows.get(display.displayId)!.errorCode, 'invalid_program')
-  await timers.advance(republishIntervalMs * 2)
+  await clock.advance(republishIntervalMs * 2)
   t.equal(transport.published.length, 1, 'no republish of a rejected activation')
   await runtime.retry(display.displayId, org)
-  await timers.advance(0)
+  await clock.advance(0)
   t.equal(transport.published.length, 2)
   t.equal(runtime.peek(display.displayId)?.status, 'sync_pending')
 })
 
 t.test('replayed, out-of-order and older-session receipts change nothing', async (t) => {
-  const { assign, timers, runtime, store, display } = setup()
+  const { assign, clock, runtime, store, display } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const row = () => store.rows.get(display.displayId)!
   const session = { id: 's2', generation: 2 }
   t.equal(await runtime.receipt(topicOf(row()), receipt(row(), session, 5, 'deferred', row().desired, { error_code: 'completion_cache_busy' })), 'accepted')
@@ -289,12 +256,12 @@ t.test('replayed, out-of-order and older-session receipts change nothing', async
 })
 
 t.test('an applied receipt for an older generation never satisfies the newer desired activation', async (t) => {
-  const { assign, timers, runtime, store, display } = setup()
+  const { assign, clock, runtime, store, display } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const old = store.rows.get(display.displayId)!.desired
   await assign(revisionB, 1)
-  await timers.advance(2_000)
+  await clock.advance(2_000)
   const row = store.rows.get(display.displayId)!
   t.equal(await runtime.receipt(topicOf(row), receipt(row, { id: 's', generation: 1 }, 1, 'applied', old)), 'accepted')
   t.same(store.rows.get(display.displayId)!.applied, old, 'recorded as what is active')
@@ -302,47 +269,47 @@ t.test('an applied receipt for an older generation never satisfies the newer des
 })
 
 t.test('a refresh request republishes the same activation with new timestamps', async (t) => {
-  const { transport, assign, timers, runtime, store, display } = setup()
+  const { transport, assign, clock, runtime, store, display } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const row = store.rows.get(display.displayId)!
   await runtime.receipt(topicOf(row), { ...receipt(row, { id: 's', generation: 1 }, 1, 'deferred'), refresh_requested: true })
-  await timers.advance(newActivationIntervalMs)
+  await clock.advance(newActivationIntervalMs)
   t.equal(transport.published.length, 2)
   t.equal(transport.published[1]!.envelope.activation_generation, 1)
   t.not(transport.published[1]!.envelope.created_at, transport.published[0]!.envelope.created_at)
 })
 
 t.test('a rebind in the middle of delivery stops the old binding: old configuration cleared, old credential revoked, its receipts ignored', async (t) => {
-  const { transport, assign, timers, runtime, store, display, org } = setup()
+  const { transport, assign, clock, runtime, store, display, org } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const before = structuredClone(store.rows.get(display.displayId)!)
   await runtime.rebind(display.displayId, org)
   t.equal(transport.cleared.length, 1)
   t.same([transport.cleared[0]!.displayId, transport.cleared[0]!.bindingEpoch], [display.displayId, 1], 'the old binding\'s retained configuration')
   t.same(transport.revoked, [before.credentialId])
-  await timers.advance(republishIntervalMs * 2)
+  await clock.advance(republishIntervalMs * 2)
   t.equal(transport.published.length, 1, 'no republish for the ended binding')
   t.equal(await runtime.receipt(topicOf(before), receipt(before, { id: 's', generation: 1 }, 1, 'applied')), 'ignored')
   t.equal(runtime.peek(display.displayId)?.status, 'none')
   await t.rejects(assign(revisionA, 1), { code: 'signal_profile_activation_conflict' }, 'the new binding starts at generation 0')
   await assign(revisionA, 0)
-  await timers.advance(newActivationIntervalMs)
+  await clock.advance(newActivationIntervalMs)
   t.equal(transport.published.at(-1)!.address.bindingEpoch, 2)
 })
 
 t.test('a rebind the broker cannot take changes nothing: same binding and credential, nothing revoked or cleared, delivery goes on', async (t) => {
-  const { transport, assign, timers, runtime, store, display, org } = setup()
+  const { transport, assign, clock, runtime, store, display, org } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const before = structuredClone(store.rows.get(display.displayId)!)
   transport.grantFailing = true
   await t.rejects(runtime.rebind(display.displayId, org), /refused/)
   t.same(store.rows.get(display.displayId)!.credentialId, before.credentialId)
   t.same([transport.revoked, transport.cleared], [[], []])
   t.equal(runtime.peek(display.displayId)?.status, 'sync_pending')
-  await timers.advance(republishIntervalMs)
+  await clock.advance(republishIntervalMs)
   t.equal(transport.published.length, 2, 'the 45 s republish of the same binding goes on')
   t.equal(transport.published[1]!.address.bindingEpoch, 1)
   transport.grantFailing = false
@@ -352,29 +319,29 @@ t.test('a rebind the broker cannot take changes nothing: same binding and creden
 })
 
 t.test('a restarted runtime publishes every stored target again from the store, but not one stopped by publication failures', async (t) => {
-  const { store, timers, assign, display, org } = setup()
+  const { store, clock, assign, display, org } = setup()
   await assign(revisionA, 0)
   const stopped = store.add(org)
   Object.assign(stopped, { generation: 1, desired: { activation_generation: 1, profile_revision_id: revisionB.id, sha256: revisionB.sha256 }, payload: { data: revisionB.data, byteLength: 38 }, publishError: 'broker down', publishAttempts: 20 })
-  const transport = new FakeTransport(timers)
-  const restarted = new DisplayRuntime({ persistence: store, transport, timers })
+  const transport = new FakeTransport(clock)
+  const restarted = new DisplayRuntime({ persistence: store, transport, clock })
   t.equal(await restarted.start(), 1)
-  await timers.advance(0)
+  await clock.advance(0)
   t.same(transport.published.map((p) => p.address.displayId), [display.displayId])
 })
 
 t.test('a device_applied target that a rebooted device reports empty goes back to sync_pending and the 45 s republish resumes', async (t) => {
-  const { transport, assign, timers, runtime, store, display } = setup()
+  const { transport, assign, clock, runtime, store, display } = setup()
   await assign(revisionA, 0)
-  await timers.advance(0)
+  await clock.advance(0)
   const row = () => store.rows.get(display.displayId)!
   await runtime.receipt(topicOf(row()), receipt(row(), { id: 'boot-1', generation: 1 }, 1, 'applied'))
   t.equal(runtime.peek(display.displayId)?.status, 'device_applied')
-  await timers.advance(republishIntervalMs * 2)
+  await clock.advance(republishIntervalMs * 2)
   t.equal(transport.published.length, 1)
   const empty = receipt(row(), { id: 'boot-2', generation: 2 }, 1, 'announced', null, { highest_admitted: row().desired })
   t.equal(await runtime.receipt(topicOf(row()), empty), 'accepted')
   t.equal(runtime.peek(display.displayId)?.status, 'sync_pending', 'nothing active on the device now')
-  await timers.advance(republishIntervalMs)
+  await clock.advance(republishIntervalMs)
   t.equal(transport.published.length, 2, 'republished 45 s later')
 })

@@ -4,9 +4,9 @@
  * HTTP in test/src/routes/printer-events.test.ts.
  */
 import t from 'tap'
-import { SimulatedClock } from 'xstate'
 import { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { LocalShardDirectory, type ShardDirectory } from '../../actors/shard-directory.js'
+import { SimulatedClock } from '../helpers/clock.js'
 import type { CommitOutcome, HydratedPrinter, PrinterCommit, PrinterPersistence } from '../../actors/printer-persistence.js'
 
 const org = 'org-1'
@@ -17,6 +17,7 @@ class RecordingPersistence implements PrinterPersistence {
   readonly stored = new Map<string, HydratedPrinter>()
   readonly log = new Map<string, Map<number, string>>()
   hydrations = 0
+  sweeps = 0
   failNext = false
 
   constructor(printers: string[]) {
@@ -55,13 +56,13 @@ class RecordingPersistence implements PrinterPersistence {
     return true
   }
   async markSilentOffline() {
+    this.sweeps++
     return []
   }
 }
 
 function setup(options: { maxResident?: number; directory?: ShardDirectory } = {}) {
   const clock = new SimulatedClock()
-  let now = 0
   const persistence = new RecordingPersistence(ids)
   const errors: string[] = []
   const runtime = new PrinterRuntime({
@@ -71,10 +72,9 @@ function setup(options: { maxResident?: number; directory?: ShardDirectory } = {
     idleMs: 5_000,
     maxResident: options.maxResident ?? 100,
     clock,
-    now: () => now,
     onBackgroundError: (what) => errors.push(what),
   })
-  return { runtime, persistence, clock, errors, advance: (ms: number) => ((now += ms), clock.increment(ms)) }
+  return { runtime, persistence, clock, errors, advance: (ms: number) => clock.tick(ms) }
 }
 
 const ev = (seqn: number, type = 'heartbeat') => ({ eventId: `e${seqn}`, type: type as never, seqn, timestamp: seqn, deliveryAttempt: 1, data: {} })
@@ -158,6 +158,21 @@ t.test('printer runtime - the live-feed hook runs after the commit, off the requ
   t.same(seen, [], 'not yet: the reply comes first')
   await new Promise((r) => setImmediate(r))
   t.same(seen, [{ events: 3, online: true }])
+})
+
+t.test('printer runtime - the sweeps run on the runtime\'s clock, every half of the shorter of idle and presence time (at least 1 s)', async (t) => {
+  const { runtime, persistence, clock } = setup()
+  runtime.start()
+  clock.tick(999)
+  t.equal(persistence.sweeps, 0)
+  clock.tick(1)
+  await new Promise((r) => setImmediate(r))
+  t.equal(persistence.sweeps, 1, 'presence 1 s, idle 5 s: every second')
+  clock.tick(2_000)
+  await new Promise((r) => setImmediate(r))
+  t.equal(persistence.sweeps, 3)
+  await runtime.stop()
+  t.equal(clock.pending, 0, 'stop clears the sweep')
 })
 
 t.test('printer runtime - stop lets queued messages finish, then refuses new ones', async (t) => {
