@@ -49,29 +49,51 @@ export function parseJsonText(bytes: Uint8Array, what: string): JsonTextResult {
   return { ok: true, value }
 }
 
-/** The path (`.name`, `[3]`) of the first string or key with an unpaired surrogate, or undefined. */
-export function loneSurrogatePath(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return isWellFormedText(value) ? undefined : path
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = loneSurrogatePath(value[i], `${path}[${i}]`)
-      if (found !== undefined) return found
-    }
-    return undefined
+/**
+ * The path (`.name`, `[3]`) of the first string or key with an unpaired
+ * surrogate, or undefined. Iterative, with parents kept beside the values:
+ * JSON.parse reads nesting thousands of levels deep, and a recursive walk of
+ * such a value would overflow the stack (one 12 KB body did). The path is
+ * built only for the value found, so well-formed text costs one pass.
+ */
+export function loneSurrogatePath(root: unknown, rootPath: string): string | undefined {
+  interface Step {
+    readonly value: unknown
+    readonly key: string | number | undefined
+    readonly parent: Step | undefined
   }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const at = `${path}.${key}`
-      if (!isWellFormedText(key)) return at
-      const found = loneSurrogatePath(item, at)
-      if (found !== undefined) return found
+  const pathOf = (step: Step | undefined): string => {
+    const parts: string[] = []
+    for (let at = step; at?.key !== undefined; at = at.parent) parts.push(typeof at.key === 'number' ? `[${at.key}]` : `.${at.key}`)
+    parts.reverse()
+    // A path thousands of levels deep would make the message as large as the input.
+    return rootPath + (parts.length > 16 ? [...parts.slice(0, 8), '…', ...parts.slice(-8)] : parts).join('')
+  }
+  const pending: Step[] = [{ value: root, key: undefined, parent: undefined }]
+  for (let step = pending.pop(); step !== undefined; step = pending.pop()) {
+    const value = step.value
+    if (typeof value === 'string') {
+      if (!isWellFormedText(value)) return pathOf(step)
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) pending.push({ value: value[i], key: i, parent: step })
+    } else if (value !== null && typeof value === 'object') {
+      const entries = Object.entries(value)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, item] = entries[i]!
+        if (!isWellFormedText(key)) return pathOf({ value: item, key, parent: step })
+        pending.push({ value: item, key, parent: step })
+      }
     }
   }
   return undefined
 }
 
+/** String.prototype.isWellFormed (ES2024; Node 20 has it, the ES2023 typings do not). */
+const nativeIsWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed
+
 /** Every high surrogate is followed by a low one and every low one follows a high one. */
 export function isWellFormedText(text: string): boolean {
+  if (nativeIsWellFormed !== undefined) return nativeIsWellFormed.call(text)
   for (let i = 0; i < text.length; i++) {
     const unit = text.charCodeAt(i)
     if (unit < 0xd800 || unit > 0xdfff) continue

@@ -7,10 +7,12 @@
  *
  * "Newer" is by modification time against dist/.build-stamp, written after a
  * build that succeeded: a failed build leaves the stamp old, so the next start
- * tries again. `--force` builds whatever the times say.
+ * tries again. `--force` builds whatever the times say. Without TypeScript (an
+ * install that omitted dev dependencies) it runs the existing build; with
+ * `--if-possible` (npm install's `prepare`) a missing compiler is no error.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -48,25 +50,42 @@ function newestSource() {
   return newest
 }
 
-function builtAt() {
+function statSafe(path) {
   try {
-    return statSync(stamp).mtimeMs
+    return statSync(path).mtimeMs
   } catch {
     return 0
   }
 }
+
+const builtAt = () => statSafe(stamp)
 
 const force = process.argv.includes('--force')
 if (!force && builtAt() >= newestSource()) process.exit(0)
 
 process.stderr.write(force ? 'printfarm: building (tsc)…\n' : 'printfarm: sources changed since the last build; building (tsc)…\n')
 const started = performance.now()
-const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc')
+// The stamp gets the time the build began: a file saved while tsc runs is newer, and is built next time.
+const began = new Date()
+let tsc
+try {
+  tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc')
+} catch {
+  // An install without dev dependencies (npm ci --omit=dev) has no compiler: it runs what is built.
+  const built = statSafe(join(root, 'dist', 'src', 'cli.js')) !== 0
+  process.stderr.write(
+    built
+      ? 'printfarm: TypeScript is not installed (dev dependencies omitted); running the existing build in dist/\n'
+      : 'printfarm: TypeScript is not installed (dev dependencies omitted) and there is no build in dist/; run npm install (with dev dependencies) once\n',
+  )
+  process.exit(built || process.argv.includes('--if-possible') ? 0 : 1)
+}
 const build = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' })
 if (build.status !== 0) {
   process.stderr.write('printfarm: the build failed (see above); nothing was started\n')
   process.exit(build.status ?? 1)
 }
 mkdirSync(dirname(stamp), { recursive: true })
-writeFileSync(stamp, `${new Date().toISOString()}\n`)
+writeFileSync(stamp, `${began.toISOString()}\n`)
+utimesSync(stamp, began, began)
 process.stderr.write(`printfarm: built in ${((performance.now() - started) / 1000).toFixed(1)} s\n`)

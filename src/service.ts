@@ -119,7 +119,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   // Fail before creating anything when the server could not run anyway.
   assertNativeUws()
   await checkListenAddresses(config)
-  const parts = new StartedParts()
+  const parts = new StartedParts(logger)
   try {
     const core = await startCore(config, logger, parts)
     const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl)

@@ -4,7 +4,7 @@
  *
  * JSON bodies are typed by the client, so they are checked as sent (no
  * coercion: "1" is not 1). Query strings and path parameters are text by
- * nature: coerceText converts them by each property's declared type ("25" to
+ * nature: textConverter converts them by each property's declared type ("25" to
  * 25, "true" to true, a single value to a one-item array), strictly, before
  * the same kind of check. (ajv's own coercion was used before: it reads
  * "0x10" as 16 and " 5" as 5, and let "Infinity" past a `maximum`, which
@@ -88,58 +88,79 @@ export function compileCalls<Table extends Readonly<Record<string, { readonly ar
 
 export function compileTextValidator<S extends TSchema>(schema: S, where: 'query' | 'path'): Validator<Static<S>> {
   const check = wrap<Static<S>>(ajv.compile(schema), where)
-  const properties = (schema as { properties?: Record<string, unknown> }).properties ?? {}
-  return (value: unknown) => check(coerceText(properties, value))
+  const convert = textConverter(isObjectSchema(schema) ? schema.properties : {})
+  return (value: unknown) => check(convert(value))
 }
 
 /** A decimal number as people write one: no hex, no blanks, no Infinity or NaN. */
 const decimal = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/
 
+interface SchemaNode {
+  readonly type?: unknown
+  readonly anyOf?: readonly unknown[]
+  readonly const?: unknown
+  readonly items?: unknown
+  readonly properties?: Readonly<Record<string, unknown>>
+}
+
+function isSchemaNode(schema: unknown): schema is SchemaNode {
+  return schema !== null && typeof schema === 'object'
+}
+
+function isObjectSchema(schema: unknown): schema is SchemaNode & { properties: Readonly<Record<string, unknown>> } {
+  return isSchemaNode(schema) && schema.properties !== null && typeof schema.properties === 'object'
+}
+
 /** The JSON types a (TypeBox) property schema accepts: its `type`, or its union's, or its constants'. */
 function acceptedTypes(schema: unknown): Set<string> {
   const types = new Set<string>()
-  if (schema === null || typeof schema !== 'object') return types
-  const node = schema as { type?: unknown; anyOf?: unknown[]; const?: unknown }
-  if (typeof node.type === 'string') types.add(node.type)
-  if (Array.isArray(node.type)) for (const t of node.type) types.add(String(t))
-  if (node.const !== undefined) types.add(typeof node.const)
-  for (const branch of node.anyOf ?? []) for (const t of acceptedTypes(branch)) types.add(t)
+  if (!isSchemaNode(schema)) return types
+  if (typeof schema.type === 'string') types.add(schema.type)
+  if (Array.isArray(schema.type)) for (const t of schema.type) types.add(String(t))
+  if (schema.const !== undefined) types.add(typeof schema.const)
+  for (const branch of schema.anyOf ?? []) for (const t of acceptedTypes(branch)) types.add(t)
   return types
 }
 
-function coerceScalar(schema: unknown, text: string): unknown {
+/** How one text value becomes the value its schema declares (decided once, when the route is compiled). */
+function scalarConverter(schema: unknown): (text: string) => unknown {
   const types = acceptedTypes(schema)
-  if (types.has('string')) return text
-  if ((types.has('integer') || types.has('number')) && decimal.test(text)) {
-    const number = Number(text)
-    // Out of double range (1e309) stays text, and fails as "must be integer".
-    return Number.isFinite(number) ? number : text
+  if (types.has('string')) return (text) => text
+  const numeric = types.has('integer') || types.has('number')
+  const boolean = types.has('boolean')
+  return (text) => {
+    if (numeric && decimal.test(text)) {
+      const number = Number(text)
+      // Out of double range (1e309) stays text, and fails as "must be integer".
+      return Number.isFinite(number) ? number : text
+    }
+    if (boolean && (text === 'true' || text === 'false')) return text === 'true'
+    return text
   }
-  if (types.has('boolean') && (text === 'true' || text === 'false')) return text === 'true'
-  return text
 }
 
-/** Text values of a flat object (a query or path) converted by their properties' declared types. */
-export function coerceText(properties: Readonly<Record<string, unknown>>, value: unknown): unknown {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
-  const out: Record<string, unknown> = {}
-  for (const [key, raw] of Object.entries(value)) {
-    const schema = Object.hasOwn(properties, key) ? properties[key] : undefined
-    if (schema === undefined) {
-      out[key] = raw
-      continue
-    }
-    const isArray = acceptedTypes(schema).has('array')
-    if (isArray) {
-      const items = (schema as { items?: unknown }).items
-      const list = Array.isArray(raw) ? raw : [raw]
-      out[key] = list.map((item) => (typeof item === 'string' ? coerceScalar(items, item) : item))
+/**
+ * Converts the text values of a flat object (a query or a path) by their properties' declared
+ * types: numbers, booleans, and a single value of an array property to a one-item list.
+ */
+export function textConverter(properties: Readonly<Record<string, unknown>>): (value: unknown) => unknown {
+  const converters = new Map<string, (raw: unknown) => unknown>()
+  for (const [key, schema] of Object.entries(properties)) {
+    if (acceptedTypes(schema).has('array')) {
+      const item = scalarConverter(isSchemaNode(schema) ? schema.items : undefined)
+      converters.set(key, (raw) => (Array.isArray(raw) ? raw : [raw]).map((each) => (typeof each === 'string' ? item(each) : each)))
     } else {
+      const scalar = scalarConverter(schema)
       // A repeated parameter (?a=1&a=2) for a single value stays a list, and fails as such.
-      out[key] = typeof raw === 'string' ? coerceScalar(schema, raw) : raw
+      converters.set(key, (raw) => (typeof raw === 'string' ? scalar(raw) : raw))
     }
   }
-  return out
+  return (value) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
+    const out: Record<string, unknown> = {}
+    for (const [key, raw] of Object.entries(value)) out[key] = converters.get(key)?.(raw) ?? raw
+    return out
+  }
 }
 
 /**

@@ -66,6 +66,8 @@ export async function createUser(sql: Queryable, email: string, password: string
 export async function setPassword(sql: { begin<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, userId: string, password: string): Promise<void> {
   const hash = await hashPassword(password)
   await sql.begin(async (tx) => {
+    // Locked before the tokens, as a refresh locks them: no refresh in flight can outlive the change.
+    await tx`select 1 from users where id = ${userId} for update`
     await tx`update users set password_hash = ${hash} where id = ${userId}`
     await tx`update refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`
   })

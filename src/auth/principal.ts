@@ -1,4 +1,5 @@
 /** Reading a resolved principal inside handlers, whose route auth already guaranteed its kind. */
+import type { Scope } from '../../protocol/scopes.js'
 import type { Principal } from '../http/route.js'
 
 export function organizationOf(principal: Principal): string {
@@ -22,7 +23,7 @@ export function userIdOrNull(principal: Principal): string | null {
  * checked: an organization admin may do everything in it; an API key what its
  * scopes say; a member who is not admin, nothing more.
  */
-export function holdsScope(principal: Principal, scope: string): boolean {
+export function holdsScope(principal: Principal, scope: Scope): boolean {
   if (principal.kind === 'member') return principal.role === 'admin'
   if (principal.kind === 'api_key') return principal.scopes.has(scope)
   return false

@@ -91,6 +91,11 @@ export class Sessions {
   async refresh(presented: string): Promise<TokenPair> {
     const hash = hashSecret(presented)
     const outcome = await this.#sql.begin(async (tx) => {
+      // The account is locked before the token, in the order setPassword locks them: a refresh racing a
+      // password change either commits first (and its new token is revoked with the rest) or sees the revocation.
+      const [owner] = await tx<{ user_id: string }[]>`select user_id from refresh_tokens where token_hash = ${hash}`
+      if (owner === undefined) return { kind: 'invalid' as const }
+      await tx`select 1 from users where id = ${owner.user_id} for share`
       const [row] = await tx<{ id: string; family_id: string; user_id: string; expired: boolean; rotated: boolean; revoked: boolean }[]>`
         select id, family_id, user_id, expires_at <= now() as expired, rotated_at is not null as rotated, revoked_at is not null as revoked
         from refresh_tokens where token_hash = ${hash} for update`

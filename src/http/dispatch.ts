@@ -18,7 +18,7 @@ import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
 import { readBody } from './body.js'
 import { CorsPolicy } from './cors.js'
 import { Exchange } from './exchange.js'
-import { isBodyMethod, type Principal, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
+import { isBodyMethod, type Principal, type Reply, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
 import type { HttpRequest, HttpResponse } from './uws.js'
 
@@ -149,14 +149,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     // A body we never read must not be parsed as the next request on this connection.
     const hasBody = (declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined
 
-    if (!knownMethods.has(method) || method === 'OPTIONS') {
-      const allowed = router.allowed(path)
-      if (allowed.length === 0) return exchange.sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
-      if (method !== 'OPTIONS') return exchange.sendError(methodNotAllowed(method, path, allowed), hasBody)
-      exchange.label = 'preflight'
-      const preflight = headers['access-control-request-method'] !== undefined ? host.cors.preflightHeaders(exchange.origin, allowed) : []
-      return exchange.send(204, undefined, undefined, [['allow', [...allowed, 'OPTIONS'].join(', ')], ...preflight], hasBody)
-    }
+    if (!knownMethods.has(method) || method === 'OPTIONS') return answerOptions(exchange, router.allowed(path), path, headers, hasBody)
 
     const match = router.match(method as HttpMethod, path)
     if (match.kind === 'not_found') return exchange.sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
@@ -184,7 +177,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     }
     const rawParsedQuery = parseQuery(rawQuery)
     // Without a body, a credential or an asynchronous handler, the whole exchange completes in this callback.
-    const handle = (body: unknown, principal: Principal): void => {
+    const run = (body: unknown, principal: Principal): void => {
       if (principal.kind === 'api_key') {
         exchange.apiKeyId = principal.keyId
         // Read while `res` is valid: the usage log needs it after the response has ended.
@@ -205,39 +198,13 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
           return exchange.remoteAddress
         },
       }
-      exchange.holdForHandler()
-      let reply
-      try {
-        reply = route.handler(request, services)
-      } catch (error) {
-        exchange.handlerSettled()
-        throw error
-      }
-      if (!(reply instanceof Promise)) {
-        try {
-          exchange.sendReply(reply)
-        } finally {
-          exchange.handlerSettled()
-        }
-        return
-      }
-      const deadline = setTimeout(
-        () => onError(new ServiceError('request_timeout', `no answer within ${options.requestTimeoutMs} ms; retry if the request is idempotent`)),
-        options.requestTimeoutMs,
-      )
-      reply
-        .then((r) => exchange.sendReply(r))
-        .catch(onError)
-        .finally(() => {
-          clearTimeout(deadline)
-          exchange.handlerSettled()
-        })
+      runHandler(exchange, () => route.handler(request, services), onError, options.requestTimeoutMs)
     }
     try {
       const isPublic = route.auth.kind === 'public'
       if (!isBodyMethod(method as HttpMethod)) {
-        if (isPublic) return handle(undefined, anonymous)
-        authenticate(route.auth, headers, rawParsedQuery).then((principal) => handle(undefined, principal)).catch(onError)
+        if (isPublic) return run(undefined, anonymous)
+        authenticate(route.auth, headers, rawParsedQuery).then((principal) => run(undefined, principal)).catch(onError)
         return
       }
       // The body is read from the start (uWS hands out chunks only to a reader already attached);
@@ -249,7 +216,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
       const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers, rawParsedQuery)
       principal.catch(onError)
       Promise.all([body, principal])
-        .then(([raw, who]) => handle(parseBody(raw, headers['content-type'], compiled, route), who))
+        .then(([raw, who]) => run(parseBody(raw, headers['content-type'], compiled, route), who))
         .catch(onError)
     } catch (error) {
       onError(error)
@@ -277,6 +244,46 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
       return draining
     },
   }
+}
+
+/** OPTIONS (the allowed methods, and a CORS preflight's answer) or a method no route has. */
+function answerOptions(exchange: Exchange, allowed: readonly string[], path: string, headers: Readonly<Record<string, string>>, hasBody: boolean): void {
+  if (allowed.length === 0) return exchange.sendError(new ServiceError('route_not_found', `no route for ${path}`), hasBody)
+  if (exchange.method !== 'OPTIONS') return exchange.sendError(methodNotAllowed(exchange.method, path, allowed), hasBody)
+  exchange.label = 'preflight'
+  const preflight = headers['access-control-request-method'] !== undefined ? exchange.host.cors.preflightHeaders(exchange.origin, allowed) : []
+  exchange.send(204, undefined, undefined, [['allow', [...allowed, 'OPTIONS'].join(', ')], ...preflight], hasBody)
+}
+
+/**
+ * Calls the handler and sends what it answers. A synchronous answer is sent at once (no promise,
+ * no timer: the common fast path); an asynchronous one races the request deadline.
+ */
+function runHandler(exchange: Exchange, call: () => Promise<Reply> | Reply, onError: (error: unknown) => void, timeoutMs: number): void {
+  exchange.holdForHandler()
+  let reply
+  try {
+    reply = call()
+  } catch (error) {
+    exchange.handlerSettled()
+    throw error
+  }
+  if (!(reply instanceof Promise)) {
+    try {
+      exchange.sendReply(reply)
+    } finally {
+      exchange.handlerSettled()
+    }
+    return
+  }
+  const deadline = setTimeout(() => onError(new ServiceError('request_timeout', `no answer within ${timeoutMs} ms; retry if the request is idempotent`)), timeoutMs)
+  reply
+    .then((r) => exchange.sendReply(r))
+    .catch(onError)
+    .finally(() => {
+      clearTimeout(deadline)
+      exchange.handlerSettled()
+    })
 }
 
 function methodNotAllowed(method: string, path: string, allowed: readonly string[]): ServiceError {

@@ -7,7 +7,7 @@ import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import { StartupProblem } from '../startup/problems.js'
 import { createDispatcher, type DispatchOptions } from './dispatch.js'
-import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from './uws.js'
+import { assertNativeUws, listenExclusivePort, uWS, type TemplatedApp, type us_listen_socket } from './uws.js'
 
 export { compileRoutes, parseQuery } from './dispatch.js'
 
@@ -63,14 +63,9 @@ export async function startHttpServer<Svc>(options: HttpServerOptions<Svc>): Pro
  * requests, and a bridge half its batches stored in the wrong farm. So the
  * port is taken exclusively, and a taken port is a start-up error.
  */
-/** ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT of uWS's typings (a const enum there). */
-const exclusivePort = 1
-
 function listenExclusively(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
   return new Promise((resolve, reject) => {
-    // The typings omit the (host, port, options, cb) form that the native build takes.
-    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void
-    listen.call(app, host, port, exclusivePort, (listenSocket) => {
+    app.listen(host, port, listenExclusivePort, (listenSocket) => {
       if (listenSocket) resolve(listenSocket)
       else reject(new PortInUse(`cannot listen on ${host}:${port}: the port is in use by another process or the address is not one of this machine's (set PORT to a free port, or HOST)`))
     })

@@ -7,11 +7,22 @@
  * service refuses to start instead.
  */
 import uWS from 'uWebSockets.js'
+import type { RecognizedString, us_listen_socket } from 'uWebSockets.js'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 
 export { uWS }
 export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+
+declare module 'uWebSockets.js' {
+  interface TemplatedApp {
+    /** The native build takes host, port and listen options together; the typings list only (port, options). */
+    listen(host: RecognizedString, port: number, options: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp
+  }
+}
+
+/** ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT: an ambient enum in the typings, so its value is spelled out here. */
+export const listenExclusivePort = 1
 
 export class UwsNotNative extends Error {
   override name = 'UwsNotNative'

@@ -176,7 +176,15 @@ export class LiveServer {
       open: (ws) => {
         this.#sockets.add(ws as unknown as Socket)
       },
-      message: (ws, message, isBinary) => this.#message(ws as unknown as Socket, message, isBinary),
+      message: (ws, message, isBinary) => {
+        // A throw here would reach no handler but the process's own: one socket's frame must never end the node.
+        try {
+          this.#message(ws as unknown as Socket, message, isBinary)
+        } catch (error) {
+          this.#o.logger.error('live frame handling failed; closing that socket', { error })
+          ws.end(liveCloseCodes.protocolError, 'the frame could not be handled')
+        }
+      },
       drain: (ws) => this.#checkRecovered(ws as unknown as Socket),
       close: (ws) => {
         const socket = ws as unknown as Socket

@@ -31,3 +31,18 @@ t.test('json text - isWellFormedText agrees with the platform', async (t) => {
     t.equal(isWellFormedText(text), (text as unknown as { isWellFormed(): boolean }).isWellFormed(), JSON.stringify(text))
   }
 })
+
+t.test('json text - a value nested 100,000 deep is walked without overflowing the stack (once a 500, and a crash on the live feed)', async (t) => {
+  const depth = 100_000
+  const deep = bytes('['.repeat(depth) + '"\\ud83d\\ude00"' + ']'.repeat(depth))
+  t.equal(parseJsonText(deep, 'body').ok, true, 'a valid pair deep down parses')
+  const bad = bytes('{"a":' + '['.repeat(depth) + '"\\ud800"' + ']'.repeat(depth) + '}')
+  const result = parseJsonText(bad, 'frame')
+  t.equal(result.ok, false)
+  t.match(!result.ok && result.reason, /^frame\.a\[0\]\[0\]/)
+})
+
+t.test('json text - the path of a deep value is shortened in the middle', async (t) => {
+  const result = parseJsonText(bytes('['.repeat(40) + '"\\udc00"' + ']'.repeat(40)), 'body')
+  t.match(!result.ok && result.reason, /^body(\[0\]){8}…(\[0\]){8} holds/)
+})

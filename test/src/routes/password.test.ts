@@ -1,6 +1,8 @@
 import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
 import { startTestService, testAdmin } from '../../helpers/service.js'
+import postgres from 'postgres'
+import { hashSecret } from '../../../src/auth/sessions.js'
 
 const svc = await startTestService(t, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000' })
 const url = svc.url
@@ -70,4 +72,43 @@ t.test('auth - an API key sent as a bearer token is told to use x-api-key', asyn
   t.equal(res.status, 401)
   t.match(res.json.message, /x-api-key/)
   t.equal((await request(url, '/v1/printer-config', { headers: { 'x-api-key': created.json.key } })).status, 200, 'the same key in x-api-key works')
+})
+
+t.test('me/password - a refresh in flight during the change cannot outlive it: the token it writes is revoked too', { skip: !svc.config.databaseUrl && 'needs a second connection to PostgreSQL' }, async (t) => {
+  await addMember('racer@test.printfarm', 'racer-password-123')
+  const session = await signIn(url, 'racer@test.printfarm', 'racer-password-123')
+  // A real refresh is paused mid-way: a side transaction holds its token's row, so the refresh waits there,
+  // after it has taken whatever it takes before the token. The password change then comes in behind it.
+  const holder = postgres(svc.config.databaseUrl!, { max: 2, onnotice: () => undefined, connection: { search_path: svc.config.databaseSchema } })
+  t.teardown(() => holder.end())
+  const waiting = async (n: number): Promise<void> => {
+    for (let i = 0; i < 5000; i++) {
+      const [row] = await holder`select count(*)::int as n from pg_locks where not granted`
+      if ((row?.['n'] as number) >= n) return
+      await new Promise((r) => setImmediate(r))
+    }
+    throw new Error(`fewer than ${n} requests ever waited on a lock`)
+  }
+  let release: () => void = () => undefined
+  const released = new Promise<void>((resolve) => (release = resolve))
+  let held: () => void = () => undefined
+  const isHeld = new Promise<void>((resolve) => (held = resolve))
+  const holding = holder.begin(async (tx) => {
+    await tx`select 1 from refresh_tokens where token_hash = ${hashSecret(session.refresh)} for update`
+    held()
+    await released
+  })
+  await isHeld
+  const refreshing = request(url, '/v1/auth/refresh', { method: 'POST', body: { refresh_token: session.refresh } })
+  await waiting(1)
+  const changing = change(session.auth, { current_password: 'racer-password-123', new_password: 'racer-password-456' })
+  await waiting(2)
+  release()
+  await holding
+  const [refreshed, changed] = await Promise.all([refreshing, changing])
+  t.equal(changed.status, 200, changed.text)
+  t.equal(refreshed.status, 200, 'the refresh that began first completed')
+  const again = await request(url, '/v1/auth/refresh', { method: 'POST', body: { refresh_token: refreshed.json.refresh_token } })
+  t.equal(again.status, 401, 'but the token it was given died with the password change')
+  t.equal(again.json.error, 'refresh_token_invalid')
 })
