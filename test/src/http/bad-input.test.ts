@@ -6,6 +6,7 @@ import t from 'tap'
 import { request } from '../../helpers/http.js'
 import { openFarm } from '../../helpers/bridge.js'
 import { startTestService } from '../../helpers/service.js'
+import { connectLive } from '../../helpers/live.js'
 
 const svc = await startTestService(t)
 const farm = await openFarm(svc.url)
@@ -66,4 +67,20 @@ t.test('bad input - a body that is not UTF-8 is 400 invalid_unicode', async (t) 
   })
   t.equal(res.status, 400)
   t.equal(res.json.error, 'invalid_unicode')
+})
+
+t.test('bad input - deeply nested JSON with escaped text (once a stack overflow) is an answer, over HTTP and the live feed; the node lives on', async (t) => {
+  const deep = (depth: number, inner: string) => '['.repeat(depth) + inner + ']'.repeat(depth)
+  const login = await request(url, '/v1/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: deep(20_000, '"\\ud83d\\ude00"') })
+  t.equal(login.status, 400, 'a body of the wrong shape, not a 500')
+  const live = await connectLive(url, { headers: farm.admin })
+  t.teardown(() => live.close())
+  live.ws.send(deep(8000, '"\\ud83d\\ude00"'))
+  const shape = await live.next((f) => f.op === 'error')
+  t.equal((shape.data as { error: string }).error, 'validation_failed')
+  live.ws.send('{"op":"subscribe","topics":["printers\\udc00"]}')
+  const unicode = await live.next((f) => f.op === 'error' && (f.data as { error: string }).error === 'invalid_unicode')
+  t.match((unicode.data as { message: string }).message, /frame\.topics\[0\] holds an unpaired UTF-16 surrogate/)
+  t.equal(live.closed, undefined, 'the socket stays open')
+  t.equal((await request(url, '/healthz')).status, 200, 'the node is alive')
 })
