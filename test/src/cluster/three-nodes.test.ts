@@ -13,7 +13,7 @@ import { childServiceEnv, startChildService, type ChildService } from '../../hel
 import { addPrinter, batch, item, openFarm, type Farm } from '../../helpers/bridge.js'
 import { metricValue, request } from '../../helpers/http.js'
 import { tempDir, tempSchema, type TestContext } from '../../helpers/service.js'
-import { assign, getTarget, publishedRevision, registerDisplay, simulatorOptions, until } from '../../helpers/displays.js'
+import { assign, getDisplay, getTarget, publishedRevision, registerDisplay, simulatorOptions, until } from '../../helpers/displays.js'
 import { mosquittoSkip, startMosquitto } from '../../helpers/mosquitto.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
 import { setupServiceLogin } from '../../../src/mqtt/setup-cli.js'
@@ -237,6 +237,8 @@ t.test('three nodes - display activations continue after their owner dies: the n
   // While holding, the device receives envelopes without applying them (nor answering), as one that is busy.
   const sim = await DisplaySimulator.connect(simulatorOptions({ ...farm, brokerUrl: `mqtt://127.0.0.1:${mosquitto.port}` }, display, { decide: () => (holding ? 'ignore' : 'apply') }))
   t.teardown(() => sim.close())
+  // The owner records the device's capabilities asynchronously; an assignment before that is refused (capability missing).
+  await until(async () => (await getDisplay(via, display.id)).json.capabilitiesReportedAt !== null, 'capabilities recorded by the owner', 15_000)
   const statusOf = async (generation: number) => {
     const res = await getTarget(via, display.id).catch(() => undefined)
     return res?.status === 200 && res.json.desired.activation_generation === generation ? (res.json.status as string) : undefined
