@@ -27,7 +27,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { connectAsync, type MqttClient } from 'mqtt'
 import postgres from 'postgres'
-import { freePort, retrying, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
+import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { DisplaySimulator } from '../src/displays/simulator.js'
 
@@ -80,7 +80,7 @@ async function measureService() {
   const sims: DisplaySimulator[] = []
   try {
     await waitForHttp(port, '/readyz')
-    const session = await retrying('admin login', () => json(call(port, 'POST', '/v1/auth/login', {}, admin)))
+    const session = await json(call(port, 'POST', '/v1/auth/login', {}, admin))
     const auth = { authorization: `Bearer ${session.access_token}` }
     const orgId: string = (await json(call(port, 'GET', '/v1/me', auth))).organizations[0].id
     const h = { ...auth, 'x-organization-id': orgId }

@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { readdirSync, readFileSync } from 'node:fs'
-import { cpuSeconds, freePort, retrying, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { cpuSeconds, freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { placementOf } from '../src/cluster/redis-shard-directory.js'
 import { shardCount, shardOf } from '../actors/shard-directory.js'
@@ -346,7 +346,7 @@ try {
     }
     if (!settled) throw new Error('the shards did not settle over the nodes within 60 s')
   }
-  const session = await retrying('admin login', () => json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin))))
+  const session = await json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin)))
   const auth = { authorization: `Bearer ${session.access_token ?? session.accessToken}` }
   const me = await json(call(port, 'GET', '/v1/me', auth))
   const orgId: string = me.organizations[0].id

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
-import { freePort, retrying, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
+import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { openWsClients } from './support/ws-clients.js'
 
@@ -100,7 +100,7 @@ async function measureService(): Promise<Measured & { frameBytes: number }> {
   })
   try {
     await waitForHttp(port, '/readyz')
-    const session = await retrying('admin login', () => json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin))))
+    const session = await json(call(port, 'POST', '/v1/auth/login', {}, JSON.stringify(admin)))
     const auth = { authorization: `Bearer ${session.access_token}` }
     const orgId: string = (await json(call(port, 'GET', '/v1/me', auth))).organizations[0].id
     const adminHeaders = { ...auth, 'x-organization-id': orgId }

@@ -88,19 +88,14 @@ export function loneSurrogatePath(root: unknown, rootPath: string): string | und
   return undefined
 }
 
-/** String.prototype.isWellFormed (ES2024; Node 20 has it, the ES2023 typings do not). */
-const nativeIsWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed
+declare global {
+  interface String {
+    /** ES2024, in Node 20; the ES2023 typings lack it. */
+    isWellFormed(): boolean
+  }
+}
 
 /** Every high surrogate is followed by a low one and every low one follows a high one. */
 export function isWellFormedText(text: string): boolean {
-  if (nativeIsWellFormed !== undefined) return nativeIsWellFormed.call(text)
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i)
-    if (unit < 0xd800 || unit > 0xdfff) continue
-    if (unit > 0xdbff) return false
-    const next = text.charCodeAt(i + 1)
-    if (!(next >= 0xdc00 && next <= 0xdfff)) return false
-    i++
-  }
-  return true
+  return text.isWellFormed()
 }

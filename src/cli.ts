@@ -47,9 +47,8 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
   if (command === 'display-sim') return runDisplaySim(argv.slice(1))
-  if (command === 'admin') return runAdminCommand(argv.slice(1))
   if (command === 'mosquitto-setup') return runMosquittoSetup(argv.slice(1))
-  if (command !== 'serve' && command !== 'migrate') {
+  if (command !== 'serve' && command !== 'migrate' && command !== 'admin') {
     process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)
     return 2
   }
@@ -64,6 +63,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     throw error
   }
+  if (command === 'admin') return runAdminCommand(argv.slice(1), config)
   const logger = createLogger(config.logLevel)
   process.on('uncaughtException', (error) => {
     logger.error('uncaught exception; exiting', { error })

@@ -262,7 +262,7 @@ function wireServices(
   logger: Logger,
   core: Core,
   live: LiveFeed,
-  parts: { sessions: Sessions; apiKeyCache: ApiKeyCache; routes: readonly Route<RouteSchemas, Services>[] },
+  shared: { sessions: Sessions; apiKeyCache: ApiKeyCache; routes: readonly Route<RouteSchemas, Services>[] },
 ): Services {
   const { db, directory } = core
   let openApi: string | undefined
@@ -274,13 +274,13 @@ function wireServices(
     db,
     mqtt: core.mqtt,
     keyring: core.keyring,
-    sessions: parts.sessions,
+    sessions: shared.sessions,
     loginFailures: {
       accountAtAddress: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
       address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
       account: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
     },
-    apiKeyCache: parts.apiKeyCache,
+    apiKeyCache: shared.apiKeyCache,
     apiKeyUsage: new UsageLogWriter(db.sql, logger),
     printerConfig: new PrinterConfigStore(db, core.sealedBox, logger),
     printers: core.printers,
@@ -302,7 +302,7 @@ function wireServices(
     },
     state: core.state,
     startedAt: Date.now(),
-    openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(parts.routes, { publicBaseUrl: config.publicBaseUrl }))),
+    openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(shared.routes, { publicBaseUrl: config.publicBaseUrl }))),
   }
 }
 

@@ -37,23 +37,6 @@ export async function waitForHttp(port: number, path: string, timeoutMs = 60_000
   throw new Error(`nothing answered on port ${port}${path} within ${timeoutMs} ms`)
 }
 
-/**
- * Calls `fn` until it resolves. The first admin is created just after the
- * service starts answering (src/service.ts, createFirstAdmin), so a login
- * right after /readyz can come too early and get 401.
- */
-export async function retrying<T>(what: string, fn: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      return await fn()
-    } catch (error) {
-      if (Date.now() > deadline) throw new Error(`${what}: still failing after ${timeoutMs} ms: ${(error as Error).message}`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-}
-
 /** utime + stime of a process in seconds (Linux /proc; clock ticks are 100 Hz there). */
 export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')

@@ -3,9 +3,8 @@
  * with the service's own configuration (DATABASE_URL, or the embedded store
  * in DATA_DIR). The way back in when the admin password is lost.
  */
-import { ConfigError, loadConfig } from '../config.js'
+import type { Config } from '../config.js'
 import { createLogger } from '../log.js'
-import { StartupProblem } from '../startup/problems.js'
 import { openDatabase } from '../storage/database.js'
 import { migrate } from '../storage/migrate.js'
 import { migrations } from '../storage/migrations/index.js'
@@ -17,53 +16,28 @@ export const adminUsage = `usage: printfarm admin reset-password EMAIL
   is one process's: stop the service first. Against PostgreSQL it also works while the service runs.
 `
 
-export interface CliOutput {
-  out(text: string): void
-  err(text: string): void
-}
-
-const processOutput: CliOutput = {
-  out: (text) => process.stdout.write(text),
-  err: (text) => process.stderr.write(text),
-}
-
 /** Exit codes: 0 done, 1 no such account, 2 usage or environment to fix. */
-export async function runAdminCommand(argv: readonly string[], output: CliOutput = processOutput, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runAdminCommand(argv: readonly string[], config: Config): Promise<number> {
   const [command, email, ...extra] = argv
   if (command !== 'reset-password' || email === undefined || extra.length > 0 || !/^[^\s@]+@[^\s@]+$/.test(email)) {
-    output.err(adminUsage)
+    process.stderr.write(adminUsage)
     return 2
   }
-  let config
-  try {
-    config = loadConfig(env)
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      output.err(`printfarm: ${error.message}\n`)
-      return 2
-    }
-    throw error
-  }
   // Log lines go to stderr: stdout carries the new password alone.
-  const logger = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', (line) => output.err(line + '\n'))
-  let db
-  try {
-    db = await openDatabase(config, logger)
-  } catch (error) {
-    output.err(`printfarm: ${(error as Error).message}\n`)
-    return error instanceof StartupProblem ? 2 : 1
-  }
+  const logger = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', (line) => process.stderr.write(line + '\n'))
+  // A store that cannot be opened (DATA_DIR in use: exit 2) is reported by the CLI like any start-up failure.
+  const db = await openDatabase(config, logger)
   try {
     await migrate(db.sql, config.databaseSchema, migrations, logger)
     const user = await findUserForLogin(db.sql, email)
     if (user === undefined) {
-      output.err(`printfarm: no account has the email ${email}\n`)
+      process.stderr.write(`printfarm: no account has the email ${email}\n`)
       return 1
     }
     const password = generatePassword()
     await setPassword(db.sql, user.id, password)
-    output.err(`printfarm: new password set for ${email}; every sign-in of the account has ended. Sign in with POST /v1/auth/login.\n`)
-    output.out(`${password}\n`)
+    process.stderr.write(`printfarm: new password set for ${email}; every sign-in of the account has ended. Sign in with POST /v1/auth/login.\n`)
+    process.stdout.write(`${password}\n`)
     return 0
   } finally {
     await db.close()
