@@ -12,13 +12,13 @@
  */
 import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
 import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
-import { printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterJob } from '../machines/printer.js'
+import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterError, type PrinterJob } from '../machines/printer.js'
 import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
 import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
-import type { RefusedEventSchema } from '../protocol/printer-events.js'
+import type { EventOutcomeSchema, RefusedEventSchema } from '../protocol/printer-events.js'
 import type { Clock } from './clock.js'
-import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence } from './printer-persistence.js'
+import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterIdentity, PrinterPersistence } from './printer-persistence.js'
 
 /** One bridge event as the actor takes it (the schema a forwarded ingest is checked against). */
 export type IncomingEvent = Static<typeof IncomingEventSchema>
@@ -26,6 +26,8 @@ export type IncomingEvent = Static<typeof IncomingEventSchema>
 export type IngestRequest = Static<typeof IngestRequestSchema>
 
 export type RefusedEvent = Static<typeof RefusedEventSchema>
+
+export type EventOutcome = Static<typeof EventOutcomeSchema>
 
 export interface IngestResult {
   /** Events of the request the log now holds: stored by this request or an earlier delivery. */
@@ -38,16 +40,24 @@ export interface IngestResult {
   refused: RefusedEvent[]
   /** eventId → the job it belongs to (job:* events), for the single-event route's jobId. */
   jobOf: ReadonlyMap<string, number | null>
+  /** Per event of the request, in its order: applied, late, duplicate or refused (with the reason). */
+  outcomes: EventOutcome[]
+  /** The highest seqn applied in the current epoch after this request; null before the first. */
+  lastSeqn: number | null
 }
 
-/** What a dashboard or the live feed sees of a printer. */
-export interface PrinterView extends PersistedPrinterState {
+/** What a dashboard or the live feed sees of a printer (the read model is built from it). */
+export interface PrinterView extends PersistedPrinterState, PrinterIdentity {
   printerId: string
   organizationId: string
   online: boolean
   activity: 'idle' | 'printing' | 'paused'
   hostId: string | null
   assignmentEpoch: number
+  /** The highest seqn applied in the current epoch; null before its first event. */
+  lastSeqn: number | null
+  /** When the actor produced this view (the runtime's clock, ms). */
+  updatedAt: number
 }
 
 /** Handed to the live-feed hook after a commit. */
@@ -86,7 +96,7 @@ export interface PrinterActorOptions {
 export class PrinterActor {
   readonly printerId: string
   readonly #options: PrinterActorOptions
-  #loaded: { organizationId: string; assignment: AssignmentSnapshot; printer: Actor<PrinterLogic>; persistedOnline: boolean } | undefined
+  #loaded: { organizationId: string; identity: PrinterIdentity; assignment: AssignmentSnapshot; printer: Actor<PrinterLogic>; persistedOnline: boolean } | undefined
   /** Set when a write failed: the next message rebuilds from the store first. */
   #stale = true
   #missing = false
@@ -120,15 +130,15 @@ export class PrinterActor {
     const refusal = checkFence(context, request.hostId, request.assignmentEpoch)
     if (refusal !== undefined) throw fenceError(refusal, context.hostId, context.assignmentEpoch, request)
 
+    // The seqn rules (DESIGN 5b; H = the high-water mark of the current epoch): seqn > H is applied
+    // in order; at or below H a stored eventId / idempotencyKey is a duplicate, a free seqn is late
+    // (stored in the history, not applied: the state has moved past it), and a seqn stored under
+    // another id is refused as reused.
     const classified = classifyEvents(context, request.events)
     const refused: RefusedEvent[] = []
     const duplicates: IncomingEvent[] = []
-    // Below the high-water mark with a slot still free: an event that arrived after later ones.
-    // It is stored in the log (history stays complete; a 200 means stored) but not applied:
-    // the printer's state has moved past it.
     const late: IncomingEvent[] = []
-    // A seqn at or below the mark whose eventId is not remembered: a resent event beyond the
-    // window, a late one, or a different event reusing a seqn. The log tells which.
+    // At or below the mark with an eventId the memory window does not hold: the log tells which.
     const unknown = classified.duplicates.filter((e) => e.seqn <= context.highWaterSeqn && !isRemembered(context.recent, e))
     const stored = unknown.length === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, unknown.map((e) => e.seqn))
     for (const event of classified.duplicates) {
@@ -158,35 +168,44 @@ export class PrinterActor {
       duplicates.push(...sensitive.filter(isKnown))
       apply = apply.filter((e) => !sensitive.includes(e) || !isKnown(e))
     }
-    if (apply.length === 0 && late.length === 0) return { processed: duplicates.length, failed: refused.length, stored: 0, duplicates: duplicates.length, refused, jobOf }
-
-    const starts = apply.filter((e) => e.type === 'job:start').length
-    const jobIds = starts === 0 ? [] : await this.#options.persistence.reserveJobIds(starts)
-    const currentJob = loaded.printer.getSnapshot().context.job
-    let jobId: number | null = currentJob !== null && currentJob.endedAt === null ? currentJob.jobId : null
-    const bridgeEvents: BridgeEvent[] = []
-    const records: EventRecord[] = []
-    for (const e of apply) {
-      let eventJob: number | null = null
-      if (e.type === 'job:start') jobId = eventJob = jobIds.shift()!
-      else if (e.type.startsWith('job:')) eventJob = jobId
-      jobOf.set(e.eventId, eventJob)
-      bridgeEvents.push(e.type === 'job:start' ? { type: e.type, data: e.data, timestamp: e.timestamp, jobId: eventJob! } : { type: e.type, data: e.data, timestamp: e.timestamp })
-      records.push(record(e, eventJob))
+    const outcomes = new Map<string, EventOutcome>()
+    for (const e of duplicates) outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'duplicate' })
+    for (const r of refused) outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome: 'refused', reason: 'seqn_reused', message: r.reason })
+    const answer = (stored: number): IngestResult => {
+      const processed = request.events.length - refused.length
+      const highWater = this.#loaded!.assignment.context.highWaterSeqn
+      return {
+        processed,
+        failed: refused.length,
+        stored,
+        duplicates: processed - stored,
+        refused,
+        jobOf,
+        outcomes: request.events.map((e) => outcomes.get(e.eventId)!),
+        lastSeqn: highWater >= 0 ? highWater : null,
+      }
     }
-    for (const e of late) records.push(record(e, null))
+    if (apply.length === 0 && late.length === 0) return answer(0)
 
-    const { inserted } = await this.#change({ type: 'events', events: bridgeEvents }, records, classified.highWaterSeqn)
+    const bridgeEvents: BridgeEvent[] = apply.map((e) => ({ type: e.type, data: e.data, timestamp: e.timestamp }))
+    const recordsOf = (after: PrinterContext): EventRecord[] => [
+      ...apply.map((e, i) => record(e, after.eventJobs[i] ?? null, true)),
+      ...late.map((e) => record(e, null, false)),
+    ]
+    const { inserted, records } = await this.#change({ type: 'events', events: bridgeEvents }, recordsOf, classified.highWaterSeqn)
     this.#loaded!.assignment = transition(hostAssignmentMachine, this.#loaded!.assignment, {
       type: 'EVENTS_APPLIED',
       highWaterSeqn: classified.highWaterSeqn,
       eventIds: records.map((r) => r.eventId),
       idempotencyKeys: records.flatMap((r) => (r.idempotencyKey === null ? [] : [r.idempotencyKey])),
     })[0]
-    // Events the log already held (the window forgot them) count as duplicates, not as new.
-    const newly = records.filter((r) => inserted.has(r.eventId)).length
-    const processed = duplicates.length + records.length
-    return { processed, failed: refused.length, stored: newly, duplicates: processed - newly, refused, jobOf }
+    for (const r of records) {
+      if (r.jobId !== null || r.type.startsWith('job:')) jobOf.set(r.eventId, r.jobId)
+      // Events the log already held (the window forgot them) are duplicates, not new.
+      const outcome = !inserted.has(r.eventId) ? 'duplicate' : r.applied ? 'applied' : 'late'
+      outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome })
+    }
+    return answer(records.filter((r) => inserted.has(r.eventId)).length)
   }
 
   async assignHost(organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
@@ -221,12 +240,20 @@ export class PrinterActor {
         extra: { job, reason: job.state === 'printing' ? 'job_printing' : 'job_paused' },
       })
     }
-    await this.#change({ type: 'maintenance', on }, [], loaded.assignment.context.highWaterSeqn)
+    await this.#change({ type: 'maintenance', on }, () => [], loaded.assignment.context.highWaterSeqn)
+  }
+
+  /** Clears the standing error (the operator saw it); answers the error cleared, or null when there was none. */
+  async acknowledgeError(organizationId: string): Promise<{ acknowledged: PrinterError | null; view: PrinterView }> {
+    const loaded = await this.#load(organizationId)
+    const error = loaded.printer.getSnapshot().context.error
+    if (error !== null) await this.#change({ type: 'acknowledgeError' }, () => [], loaded.assignment.context.highWaterSeqn)
+    return { acknowledged: error, view: this.#view() }
   }
 
   async assignFilaments(organizationId: string, slots: readonly FilamentAssignment[], jobId: number | null): Promise<PersistedPrinterState['ams']> {
     const loaded = await this.#load(organizationId)
-    await this.#change({ type: 'filaments', slots, jobId }, [], loaded.assignment.context.highWaterSeqn)
+    await this.#change({ type: 'filaments', slots, jobId }, () => [], loaded.assignment.context.highWaterSeqn)
     return this.#loaded!.printer.getSnapshot().context.ams
   }
 
@@ -236,7 +263,7 @@ export class PrinterActor {
     const event: BridgeEvent = connected ? { type: 'heartbeat', data: status === undefined ? {} : { status }, timestamp: at } : { type: 'client:disconnect', data: {}, timestamp: at }
     // A status word given with the report is the printer's status, like a status event's.
     const events: BridgeEvent[] = connected && status !== undefined ? [{ type: 'status', data: { status }, timestamp: at }, event] : [event]
-    await this.#change({ type: 'events', events }, [], loaded.assignment.context.highWaterSeqn)
+    await this.#change({ type: 'events', events }, () => [], loaded.assignment.context.highWaterSeqn)
   }
 
   /** Writes a presence change the timer made (offline after silence). */
@@ -269,44 +296,64 @@ export class PrinterActor {
   #view(): PrinterView {
     const loaded = this.#loaded!
     const snap = loaded.printer.getSnapshot()
+    const highWater = loaded.assignment.context.highWaterSeqn
     return {
       ...persistable(snap.context),
+      ...loaded.identity,
       printerId: this.printerId,
       organizationId: loaded.organizationId,
       online: snap.value.presence === 'online',
       activity: snap.value.activity as PrinterView['activity'],
       hostId: loaded.assignment.context.hostId,
       assignmentEpoch: loaded.assignment.context.assignmentEpoch,
+      lastSeqn: highWater >= 0 ? highWater : null,
+      updatedAt: this.#options.clock.now(),
     }
   }
 
   /**
-   * Sends one machine event, writes the result, and keeps it only if the
-   * write succeeded. The previous snapshot is not restored in place: the
-   * actor is rebuilt from the store (`#stale`), which holds exactly what
-   * was committed.
+   * Sends one machine event, gives the jobs it opened their ids, writes the
+   * result, and keeps it only if the write succeeded. The previous snapshot
+   * is not restored in place: the actor is rebuilt from the store
+   * (`#stale`), which holds exactly what was committed.
    */
-  async #change(event: Parameters<Actor<PrinterLogic>['send']>[0], records: EventRecord[], highWaterSeqn: number): Promise<{ inserted: ReadonlySet<string> }> {
+  async #change(
+    event: Parameters<Actor<PrinterLogic>['send']>[0],
+    recordsOf: (after: PrinterContext) => EventRecord[],
+    highWaterSeqn: number,
+  ): Promise<{ inserted: ReadonlySet<string>; records: EventRecord[] }> {
     const loaded = this.#loaded!
-    this.#inMessage = true
-    try {
-      loaded.printer.send(event)
-    } finally {
-      this.#inMessage = false
-    }
-    const snap = loaded.printer.getSnapshot()
-    const online = snap.value.presence === 'online'
     let outcome
+    let snap
+    let records: EventRecord[]
     try {
+      this.#send(loaded.printer, event)
+      const placeholders = placeholderJobIds(loaded.printer.getSnapshot().context)
+      if (placeholders.length > 0) {
+        const ids = await this.#options.persistence.reserveJobIds(placeholders.length)
+        this.#send(loaded.printer, { type: 'jobIds', ids: new Map(placeholders.map((p, i) => [p, ids[i]!])) })
+      }
+      snap = loaded.printer.getSnapshot()
+      records = recordsOf(snap.context)
       const seen = event.type === 'events' && event.events.length > 0
-      outcome = await this.#write(snap.context, records, highWaterSeqn, online, seen, snap.context.changedJobs)
+      outcome = await this.#write(snap.context, records, highWaterSeqn, snap.value.presence === 'online', seen, snap.context.changedJobs)
     } catch (error) {
       this.stop()
       throw error
     }
-    loaded.persistedOnline = online
+    loaded.persistedOnline = snap.value.presence === 'online'
     this.#publish(records.filter((r) => outcome.inserted.has(r.eventId)), snap.context.changedJobs)
-    return outcome
+    return { inserted: outcome.inserted, records }
+  }
+
+  /** A message's own machine events: presence changes they make are the message's, not the timer's. */
+  #send(printer: Actor<PrinterLogic>, event: Parameters<Actor<PrinterLogic>['send']>[0]): void {
+    this.#inMessage = true
+    try {
+      printer.send(event)
+    } finally {
+      this.#inMessage = false
+    }
   }
 
   #write(context: PrinterContext, events: EventRecord[], highWaterSeqn: number, online: boolean, seen: boolean, jobs: PrinterJob[]) {
@@ -355,7 +402,7 @@ export class PrinterActor {
       recent: hydrated.recent,
     })
     const printer = createActor(this.#options.logic as AnyActorLogic as PrinterLogic, {
-      input: { printerId: hydrated.printerId, ...(hydrated.state ?? {}) },
+      input: { printerId: hydrated.printerId, printerType: hydrated.printerType, ...(hydrated.state ?? {}) },
       clock: this.#options.clock,
     })
     let presence = 'offline'
@@ -366,17 +413,18 @@ export class PrinterActor {
     })
     printer.start()
     // Hydrated printers start offline (the machine's rule); the store may still say online.
-    return { organizationId: hydrated.organizationId, assignment, printer, persistedOnline: true }
+    const identity: PrinterIdentity = { name: hydrated.name, printerType: hydrated.printerType, model: hydrated.model }
+    return { organizationId: hydrated.organizationId, identity, assignment, printer, persistedOnline: true }
   }
 }
 
 function persistable(context: PrinterContext): PersistedPrinterState {
-  const { printerId: _id, changedJobs: _jobs, ...state } = context
+  const { printerId: _id, printerType: _type, changedJobs: _jobs, eventJobs: _eventJobs, ...state } = context
   return state
 }
 
-function record(e: IncomingEvent, jobId: number | null): EventRecord {
-  return { eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId }
+function record(e: IncomingEvent, jobId: number | null, applied: boolean): EventRecord {
+  return { eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId, applied }
 }
 
 function isRemembered(recent: readonly string[], event: { eventId: string; idempotencyKey?: string | undefined }): boolean {

@@ -7,11 +7,19 @@
  */
 import type { PrinterEventType } from '../protocol/printer-events.js'
 import type { PrinterContext, PrinterJob } from '../machines/printer.js'
+import type { PrinterType } from '../protocol/printer-reports/index.js'
 
-/** The printer state kept across restarts: the machine's context minus its id and per-transition bookkeeping. */
-export type PersistedPrinterState = Omit<PrinterContext, 'printerId' | 'changedJobs'>
+/** The printer state kept across restarts: the machine's context minus its id, its configuration and per-transition bookkeeping. */
+export type PersistedPrinterState = Omit<PrinterContext, 'printerId' | 'printerType' | 'changedJobs' | 'eventJobs'>
 
-export interface HydratedPrinter {
+/** The configuration the actor reads with its state: what the read model and the report adapters need. */
+export interface PrinterIdentity {
+  name: string
+  printerType: PrinterType
+  model: string | null
+}
+
+export interface HydratedPrinter extends PrinterIdentity {
   printerId: string
   organizationId: string
   hostId: string | null
@@ -32,8 +40,10 @@ export interface EventRecord {
   timestamp: number
   deliveryAttempt: number
   data: Record<string, unknown>
-  /** The job the event belongs to (job:* events), else null. */
+  /** The job the event belongs to (job:* events, and a report that opened a job), else null. */
   jobId: number | null
+  /** Applied in seqn order; false for a late event (stored in the history, not applied). */
+  applied: boolean
 }
 
 /** Everything one actor message changes, written atomically (one group-commit unit). */

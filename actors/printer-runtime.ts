@@ -122,6 +122,10 @@ export class PrinterRuntime {
     return this.#send(printerId, (a) => a.reportConnection(organizationId, connected, at, status))
   }
 
+  acknowledgeError(printerId: string, organizationId: string) {
+    return this.#send(printerId, (a) => a.acknowledgeError(organizationId))
+  }
+
   view(printerId: string, organizationId: string): Promise<PrinterView> {
     return this.#send(printerId, (a) => a.view(organizationId))
   }

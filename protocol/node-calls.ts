@@ -18,8 +18,10 @@
  * rolling restart may answer with more than this one reads.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import type { Phase } from './printer-reports/index.js'
 import { IdentitySchema } from './display-mqtt.js'
-import { BatchItemSchema, maxEventsPerBatch, RefusedEventSchema } from './printer-events.js'
+import { BatchItemSchema, EventOutcomeSchema, maxEventsPerBatch, RefusedEventSchema } from './printer-events.js'
+import { printerTypes } from './schemas/printers.js'
 import { AmsSlotSchema, FilamentSlotSchema, HostAssignmentSchema } from './schemas/printers.js'
 
 const strict = { additionalProperties: false } as const
@@ -59,29 +61,47 @@ const IngestResultSchema = Type.Object({
   refused: Type.Array(RefusedEventSchema),
   /** eventId → job id, as pairs: a Map does not survive MessagePack. */
   jobOf: Type.Array(Type.Tuple([Type.String(), Nullable(Type.Integer())])),
+  outcomes: Type.Array(EventOutcomeSchema),
+  lastSeqn: Nullable(Type.Integer({ minimum: 0 })),
 })
 
 const PrinterJobSchema = Type.Object({
   jobId: Type.Integer(),
   name: Nullable(Type.String()),
   progress: Nullable(Type.Number()),
-  state: Type.Union([Type.Literal('printing'), Type.Literal('paused'), Type.Literal('finished'), Type.Literal('failed')]),
+  state: Type.Union(['printing', 'paused', 'finished', 'failed', 'cancelled'].map((s) => Type.Literal(s as 'printing' | 'paused' | 'finished' | 'failed' | 'cancelled'))),
   startedAt: Type.Number(),
   endedAt: Nullable(Type.Number()),
+  remainingSeconds: Type.Optional(Nullable(Type.Number())),
+  layer: Type.Optional(Nullable(Type.Number())),
+  totalLayers: Type.Optional(Nullable(Type.Number())),
+  openedByReport: Type.Optional(Type.Boolean()),
 })
+
+const TemperatureSchema = Type.Object({ actual: Nullable(Type.Number()), target: Nullable(Type.Number()) })
+const ErrorSchema = Type.Object({ code: Type.String(), message: Nullable(Type.String()), at: Type.Number() })
+const PhaseSchema = Type.Union(['idle', 'busy', 'printing', 'paused', 'finished', 'cancelled', 'error', 'offline'].map((p) => Type.Literal(p as Phase)))
 
 const PrinterViewSchema = Type.Object({
   printerId: Uuid,
   organizationId: Uuid,
+  name: Type.String(),
+  printerType: Type.Union(printerTypes.map((t) => Type.Literal(t))),
+  model: Nullable(Type.String()),
   online: Type.Boolean(),
   activity: Type.Union([Type.Literal('idle'), Type.Literal('printing'), Type.Literal('paused')]),
   hostId: Nullable(Type.String()),
   assignmentEpoch: Type.Integer({ minimum: 0 }),
+  lastSeqn: Nullable(Type.Integer({ minimum: 0 })),
+  updatedAt: Type.Number(),
   filamentJobId: Nullable(Type.Integer()),
   lastSeenAt: Nullable(Type.Number()),
   rawStatus: Nullable(Type.String()),
+  phase: Nullable(PhaseSchema),
   job: Nullable(PrinterJobSchema),
-  errors: Type.Array(Type.Object({ code: Type.String(), message: Nullable(Type.String()), at: Type.Number() })),
+  error: Nullable(ErrorSchema),
+  acknowledgedError: Nullable(Type.String()),
+  temperatures: Type.Object({ nozzle: TemperatureSchema, bed: TemperatureSchema, chamber: TemperatureSchema }),
   ams: Type.Array(AmsSlotSchema),
   filamentRunout: Type.Boolean(),
   maintenance: Type.Boolean(),
@@ -164,6 +184,7 @@ export const nodeCalls = {
     result: Nothing,
   },
   'printer.view': { args: PrinterOfOrganization, result: PrinterViewSchema },
+  'printer.acknowledgeError': { args: PrinterOfOrganization, result: Type.Object({ acknowledged: Nullable(ErrorSchema), view: PrinterViewSchema }) },
   'printer.reload': { args: Type.Object({ printerId: Uuid }, strict), result: Nothing },
 
   'display.assign': { args: Type.Object({ displayId: Uuid, request: AssignRequestSchema }, strict), result: StoredActivationSchema },

@@ -178,26 +178,53 @@ export function printerOfSingleEvent(event: SinglePrinterEvent): string | undefi
   return typeof fromData === 'string' && fromData.length >= 1 && fromData.length <= 200 ? fromData : undefined
 }
 
-export const SingleEventResultSchema = Type.Object(
-  {
-    success: Type.Boolean({ description: 'True when the event is stored (now or by an earlier delivery).' }),
-    jobId: Type.Union([Type.Integer(), Type.Null()], { description: 'The job a job:* event belongs to (job:start creates it); null for other events.' }),
-    message: Type.String(),
-  },
-  { title: 'PrinterEventResult' },
-)
-
 export const RefusedEventSchema = Type.Object(
   { eventId: Type.String(), seqn: Type.Integer(), reason: Type.String() },
   { title: 'RefusedPrinterEvent' },
 )
 
+/** Why an event was refused (the only refusal of a single event inside an accepted batch). */
+export const refusalReasons = ['seqn_reused'] as const
+
+export const EventOutcomeSchema = Type.Object(
+  {
+    eventId: Type.String(),
+    seqn: Type.Integer(),
+    outcome: Type.Union([Type.Literal('applied'), Type.Literal('late'), Type.Literal('duplicate'), Type.Literal('refused')], {
+      description:
+        'applied: new, applied in seqn order. late: new, but its seqn is at or below the highest applied one; stored in the history, not applied. ' +
+        'duplicate: already stored (by an earlier delivery); nothing changed. refused: not stored, see reason.',
+    }),
+    reason: Type.Optional(Type.Union(refusalReasons.map((r) => Type.Literal(r)), { description: 'seqn_reused: another event is stored at this seqn.' })),
+    message: Type.Optional(Type.String()),
+  },
+  { title: 'PrinterEventOutcome' },
+)
+
+const LastSeqn = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+  description: 'The highest seqn applied in the current assignment epoch, after this request (null before the first).',
+})
+
 export const BatchResultSchema = Type.Object(
   {
     success: Type.Boolean({ description: 'True when the batch was taken; see failed.' }),
-    processed: Type.Integer({ description: 'Events of the batch the log holds: stored now or by an earlier delivery (a retry answers like the first delivery).' }),
-    failed: Type.Integer({ description: 'Events the log does not hold and never will (listed in refused); retrying does not change them.' }),
-    refused: Type.Array(RefusedEventSchema),
+    processed: Type.Integer({ description: 'Events of the batch the log now holds: applied, late and duplicate ones (a retry answers like the first delivery).' }),
+    failed: Type.Integer({ description: 'Refused events: the log does not hold them and never will; retrying does not change them.' }),
+    events: Type.Array(EventOutcomeSchema, { description: 'One per event of the batch, in the order sent.' }),
+    refused: Type.Array(RefusedEventSchema, { description: 'The refused events again, with the reason in words.' }),
+    last_seqn: LastSeqn,
   },
   { title: 'PrinterEventBatchResult' },
+)
+
+export const SingleEventResultSchema = Type.Object(
+  {
+    success: Type.Boolean({ description: 'True when the event is stored (now or by an earlier delivery).' }),
+    jobId: Type.Union([Type.Integer(), Type.Null()], { description: 'The job a job:* event belongs to (job:start creates it), or the job a report opened; null otherwise.' }),
+    message: Type.String(),
+    outcome: Type.Index(EventOutcomeSchema, ['outcome']),
+    reason: Type.Optional(Type.Union(refusalReasons.map((r) => Type.Literal(r)))),
+    last_seqn: LastSeqn,
+  },
+  { title: 'PrinterEventResult' },
 )

@@ -1,12 +1,24 @@
 // The live farm page (issue 5): sign in, open /v1/live, show every printer as a tile that updates live.
-// No framework: the page is small and must stay fast on a phone and on a wall screen.
+// No framework: the page is small and must stay fast on a phone and on a wall screen of a thousand tiles,
+// so a frame re-renders only its printers' tiles, and sorting and counting wait for the next animation frame.
 'use strict'
 ;(() => {
   const $ = (id) => document.getElementById(id)
   const labels = { FILAMENT_RUNOUT: 'Filament runout', ERROR: 'Error', COMPLETE: 'Complete', OFFLINE: 'Offline', PAUSED: 'Paused', RUNNING: 'Printing', WAITING: 'Ready', IDLE: 'Idle', UNKNOWN: 'Unknown' }
+  // The printer's own words that say what the label already says (protocol/printer-reports/status-words.ts):
+  // these are not repeated under it; any other word (PREPARE, Offline after error, FAILED…) is.
+  const sameMeaning = {
+    FILAMENT_RUNOUT: ['runout', 'filament runout'], ERROR: ['error'], COMPLETE: ['finished', 'finish', 'complete', 'completed', 'done'],
+    OFFLINE: ['offline', 'disconnected'], PAUSED: ['paused', 'pause'], RUNNING: ['printing', 'running', 'building'],
+    WAITING: ['ready', 'idle', 'operational', 'standby'], IDLE: ['idle', 'standby', 'operational'], UNKNOWN: ['unknown'],
+  }
+  // Display status priority (docs/printers-and-events.md): what needs a person first.
+  const order = ['FILAMENT_RUNOUT', 'ERROR', 'COMPLETE', 'OFFLINE', 'PAUSED', 'RUNNING', 'WAITING', 'IDLE', 'UNKNOWN']
   const store = window.sessionStorage
   let tokens = JSON.parse(store.getItem('printfarm.tokens') || 'null')
   let orgId = store.getItem('printfarm.org')
+  let filter = store.getItem('printfarm.filter') || 'ALL'
+  let sort = store.getItem('printfarm.sort') || 'name'
   let socket = null
   let stream = null
   let lastSeq = null
@@ -31,10 +43,27 @@
     store.setItem('printfarm.tokens', JSON.stringify(tokens))
   }
 
+  function closeSocket() {
+    if (socket) { socket.onclose = null; socket.close() }
+    socket = null
+  }
+
+  // Forget every tile and the resume point (another organization, another user).
+  function reset() {
+    printers.clear()
+    tiles.clear()
+    $('grid').replaceChildren()
+    stream = null
+    lastSeq = null
+    summaryKey = ''
+    schedule()
+  }
+
   function signOut() {
     tokens = null
     store.removeItem('printfarm.tokens')
-    if (socket) socket.close()
+    closeSocket()
+    reset()
     $('farm').hidden = true
     $('login').hidden = false
   }
@@ -67,7 +96,7 @@
     const select = $('org')
     select.replaceChildren(...orgs.map((o) => Object.assign(document.createElement('option'), { value: o.id, textContent: o.name, selected: o.id === orgId })))
     select.hidden = orgs.length < 2
-    select.onchange = () => { orgId = select.value; store.setItem('printfarm.org', orgId); printers.clear(); tiles.clear(); $('grid').replaceChildren(); stream = null; lastSeq = null; connect() }
+    select.onchange = () => { orgId = select.value; store.setItem('printfarm.org', orgId); reset(); connect() }
     $('login').hidden = true
     $('farm').hidden = false
     connect()
@@ -77,10 +106,12 @@
     const el = $('conn')
     el.textContent = text
     el.className = cls
+    // What is on screen may be out of date while the feed is down: say so from across the room.
+    document.body.classList.toggle('stale', cls === 'down')
   }
 
   function connect() {
-    if (socket) { socket.onclose = null; socket.close() }
+    closeSocket()
     if (!tokens || !orgId) return
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:'
     const url = `${proto}//${location.host}/v1/live?access_token=${encodeURIComponent(tokens.access_token)}&organizationId=${encodeURIComponent(orgId)}`
@@ -91,6 +122,7 @@
       retryMs = 500
       setConn('live', 'live')
       const frame = { op: 'subscribe', topics: ['printers'] }
+      // Resume where we were (docs/live-feed.md); the server answers a fresh snapshot if it cannot.
       if (stream !== null && lastSeq !== null) { frame.since = { printers: lastSeq }; frame.stream = stream }
       ws.send(JSON.stringify(frame))
     }
@@ -98,33 +130,37 @@
     ws.onclose = async (e) => {
       if (socket !== ws) return
       setConn('reconnecting', 'down')
-      if (e.code === 4001) { try { await refresh() } catch { return } }
+      // 4001: the access token expired; a failed refresh signs out, a network error just retries.
+      if (e.code === 4001) await refresh().catch(() => undefined)
       setTimeout(connect, retryMs)
       retryMs = Math.min(retryMs * 2, 10000)
     }
   }
 
+  // Every frame carries each printer's whole state (the read model of GET /v1/printers/{id}): nothing is merged.
   function onFrame(f) {
     if (f.topic !== 'printers') return
     if (f.op === 'snapshot') {
       stream = f.data.stream
       lastSeq = f.seq
       const ids = new Set(f.data.printers.map((p) => p.id))
-      for (const id of [...tiles.keys()]) if (!ids.has(id)) { tiles.get(id).root.remove(); tiles.delete(id); printers.delete(id) }
-      for (const p of f.data.printers) upsert(p)
+      for (const id of [...tiles.keys()]) if (!ids.has(id)) remove(id)
+      for (const p of f.data.printers) render(p)
     } else if (f.op === 'event') {
       lastSeq = f.seq
-      if (f.data.printer) upsert(f.data.printer)
-      if (f.data.printers) for (const p of f.data.printers) upsert(p)
+      const p = f.data.printer
+      if (p && p.removed) remove(p.id)
+      else if (p) render(p)
+      if (f.data.printers) for (const q of f.data.printers) render(q)
     }
-    summarize()
   }
 
-  function upsert(p) {
-    const known = printers.get(p.id)
-    const merged = known && p.name === undefined ? { ...p, name: known.name } : p
-    printers.set(p.id, merged)
-    render(merged)
+  function remove(id) {
+    const t = tiles.get(id)
+    if (t) t.root.remove()
+    tiles.delete(id)
+    printers.delete(id)
+    schedule()
   }
 
   function tileFor(id) {
@@ -133,34 +169,136 @@
     const root = document.createElement('article')
     root.className = 'tile'
     root.dataset.printerId = id
-    const el = (cls, tag = 'div') => { const e = document.createElement(tag); e.className = cls; root.append(e); return e }
-    t = { root, name: el('name'), status: el('status'), job: el('job'), bar: el('bar'), error: el('error') }
-    t.fill = document.createElement('div')
-    t.bar.append(t.fill)
+    root.tabIndex = 0
+    const el = (cls, parent = root, tag = 'div') => { const e = document.createElement(tag); e.className = cls; parent.append(e); return e }
+    const name = el('name')
+    const head = el('head')
+    t = { root, name, status: el('status', head, 'span'), word: el('word', head, 'span'), job: el('job'), bar: el('bar'), progress: el('progress') }
+    t.fill = el('', t.bar)
+    t.pct = el('pct', t.progress, 'span')
+    t.layer = el('layer', t.progress, 'span')
+    t.timeLeft = el('time-left', t.progress, 'span')
+    Object.assign(t, { temps: el('temps'), filaments: el('filaments'), flag: el('flag'), error: el('error'), meta: el('meta'), key: '', swatches: '' })
+    // The full error text on tap, Enter or Space (a wall screen has no hover).
+    const toggle = () => root.classList.toggle('expanded')
+    root.addEventListener('click', toggle)
+    root.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); toggle() } })
     tiles.set(id, t)
     $('grid').append(root)
     return t
   }
 
-  function render(p) {
-    const t = tileFor(p.id)
-    t.root.className = `tile s-${p.status}`
-    t.root.dataset.status = p.status
-    t.name.textContent = p.name || p.id.slice(0, 8)
-    t.status.textContent = labels[p.status] || p.status
-    const job = p.job
-    const active = job && job.endedAt === null
-    t.job.textContent = job ? `${job.name || `Job ${job.jobId}`}${active && job.progress !== null ? ` · ${Math.round(job.progress)}%` : ''}` : ''
-    t.bar.hidden = !active
-    t.fill.style.width = `${active && job.progress !== null ? job.progress : 0}%`
-    const error = p.errors && p.errors[p.errors.length - 1]
-    t.error.textContent = error ? `${error.code}${error.message ? `: ${error.message}` : ''}` : ''
+  // `215/220°C`; a heater that is off (target 0 or unknown) shows only what it reads.
+  const temp = (h) => (h && h.actual !== null ? `${Math.round(h.actual)}${h.target ? `/${Math.round(h.target)}` : ''}°C` : null)
+  function duration(seconds) {
+    const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60)
+    return h > 0 ? `${h}h ${m}m` : m > 0 ? `${m}m` : `${Math.round(seconds)}s`
+  }
+  const active = (p) => p.job !== null && p.job.ended_at === null
+  const left = (p) => (active(p) && p.job.remaining_seconds !== null ? p.job.remaining_seconds : Infinity)
+  const typeNames = { bambu: 'Bambu', prusa_connect: 'Prusa', octoprint: 'OctoPrint', klipper: 'Klipper', snapmaker: 'Snapmaker', flashforge: 'FlashForge' }
+  const text = (el, value, title) => {
+    if (el.textContent !== value) el.textContent = value
+    if (title !== undefined && el.title !== title) el.title = title
   }
 
+  function render(p) {
+    printers.set(p.id, p)
+    const t = tileFor(p.id)
+    const label = labels[p.status] || p.status
+    t.root.className = `tile s-${p.status}${t.root.classList.contains('expanded') ? ' expanded' : ''}`
+    t.root.dataset.status = p.status
+    t.root.hidden = filter !== 'ALL' && p.status !== filter
+    text(t.name, p.name || p.id.slice(0, 8), p.name || p.id)
+    text(t.status, label)
+    const word = p.raw_status ? p.raw_status.trim() : ''
+    text(t.word, word && !(sameMeaning[p.status] || []).includes(word.toLowerCase()) ? word : '', word ? `The printer says: ${word}` : '')
+    const job = p.job
+    const running = active(p)
+    const jobName = job ? job.name || `Job ${job.id}` : ''
+    text(t.job, job ? (running ? jobName : `${jobName} · ${job.state}`) : '', jobName)
+    t.bar.hidden = !running
+    t.fill.style.width = `${running && job.progress !== null ? job.progress : 0}%`
+    text(t.pct, running && job.progress !== null ? `${Math.round(job.progress)}%` : '')
+    text(t.layer, running && job.layer !== null ? `layer ${job.layer}${job.total_layers !== null ? `/${job.total_layers}` : ''}` : '')
+    text(t.timeLeft, running && job.remaining_seconds !== null ? `${duration(job.remaining_seconds)} left` : '')
+    t.progress.hidden = !t.pct.textContent && !t.layer.textContent && !t.timeLeft.textContent
+    // Non-breaking inside a reading so a narrow tile wraps between readings, never inside one.
+    const temps = [['Nozzle', temp(p.temperatures.nozzle)], ['Bed', temp(p.temperatures.bed)], ['Chamber', temp(p.temperatures.chamber)]].filter(([, v]) => v !== null)
+    text(t.temps, temps.map(([k, v]) => `${k}\u00a0${v}`).join(' · '))
+    const swatches = JSON.stringify(p.filaments)
+    if (swatches !== t.swatches) {
+      t.swatches = swatches
+      t.filaments.replaceChildren(...p.filaments.map((f) => {
+        const sw = document.createElement('span')
+        sw.className = 'swatch'
+        sw.dataset.slot = String(f.slot)
+        if (f.color_hex) sw.style.background = f.color_hex
+        else sw.classList.add('unknown')
+        sw.title = `Slot ${f.slot + 1}: ${f.type || 'unknown material'}${f.remaining_percent !== null ? ` · ${Math.round(f.remaining_percent)}% left` : ''}`
+        return sw
+      }))
+    }
+    text(t.flag, p.maintenance ? 'Maintenance' : '')
+    const error = p.error ? `${p.error.code}${p.error.message ? `: ${p.error.message}` : ''}` : ''
+    text(t.error, error, error)
+    text(t.meta, [p.host_id || 'no host', typeNames[p.printer_type] || p.printer_type, p.model].filter(Boolean).join(' · '))
+    // Only what the order or the counts depend on schedules a re-sort (time left only when sorted by it).
+    const key = `${p.name}\u0000${p.status}\u0000${sort === 'time' ? left(p) : ''}`
+    if (key !== t.key) { t.key = key; schedule() }
+  }
+
+  const sorters = {
+    name: (a, b) => (a.name || '').localeCompare(b.name || '', undefined, { numeric: true }) || a.id.localeCompare(b.id),
+    status: (a, b) => order.indexOf(a.status) - order.indexOf(b.status) || sorters.name(a, b),
+    time: (a, b) => left(a) - left(b) || sorters.name(a, b),
+  }
+  let scheduled = false
+  // Sorting and counting a thousand printers per frame would be wasted work: at most once per animation frame.
+  function schedule() {
+    if (scheduled) return
+    scheduled = true
+    requestAnimationFrame(() => {
+      scheduled = false
+      const grid = $('grid')
+      const sorted = [...printers.values()].sort(sorters[sort] || sorters.name)
+      sorted.forEach((p, i) => { const root = tiles.get(p.id).root; if (grid.children[i] !== root) grid.insertBefore(root, grid.children[i] || null) })
+      summarize()
+    })
+  }
+
+  function applyFilter() {
+    for (const [id, t] of tiles) t.root.hidden = filter !== 'ALL' && printers.get(id).status !== filter
+    $('filter').value = filter
+    summaryKey = ''
+    schedule()
+  }
+  function setFilter(value) { filter = value; store.setItem('printfarm.filter', filter); applyFilter() }
+  $('filter').value = filter
+  $('sort').value = sort
+  $('filter').addEventListener('change', () => setFilter($('filter').value))
+  $('sort').addEventListener('change', () => { sort = $('sort').value; store.setItem('printfarm.sort', sort); schedule() })
+  // A count in the summary is a shortcut to its filter (and back to all).
+  $('summary').addEventListener('click', (e) => { const s = e.target.dataset.status; if (s) setFilter(filter === s ? 'ALL' : s) })
+
+  // "2 printers in error", not "2 error": the count reads as a sentence about printers.
+  const counted = { FILAMENT_RUNOUT: 'out of filament', ERROR: 'in error' }
+  let summaryKey = ''
   function summarize() {
     const counts = {}
     for (const p of printers.values()) counts[p.status] = (counts[p.status] || 0) + 1
-    $('summary').textContent = `${printers.size} printers · ` + Object.entries(counts).map(([s, n]) => `${n} ${(labels[s] || s).toLowerCase()}`).join(' · ')
+    const shown = order.filter((s) => counts[s])
+    const key = `${filter}|${printers.size}|${shown.map((s) => `${s}:${counts[s]}`).join()}`
+    $('empty').hidden = (filter === 'ALL' ? printers.size : counts[filter] || 0) > 0
+    if (key === summaryKey) return
+    summaryKey = key
+    const total = Object.assign(document.createElement('span'), { className: 'total', textContent: `${printers.size} printer${printers.size === 1 ? '' : 's'}` })
+    $('summary').replaceChildren(total, ...shown.map((s) => {
+      const b = Object.assign(document.createElement('button'), { type: 'button', className: `s-${s}${filter === s ? ' on' : ''}`, textContent: `${counts[s]} ${counted[s] || labels[s].toLowerCase()}` })
+      b.dataset.status = s
+      b.title = filter === s ? 'Show all printers' : `Show only: ${labels[s]}`
+      return b
+    }))
   }
 
   if (tokens) start().catch(signOut)

@@ -39,6 +39,9 @@ import { authCodeRoutes } from './routes/auth-codes.js'
 import { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import { PrinterConfigStore } from './printers/config-store.js'
 import { printerConfigRoutes } from './routes/printer-config.js'
+import { printerRoutes } from './routes/printers.js'
+import { PrinterReads } from './printers/printer-reads.js'
+import { FleetGauges } from './printers/fleet-gauges.js'
 import { printerEventRoutes } from './routes/printer-events.js'
 import { farmPageRoutes } from './routes/farm-page.js'
 import { startPrinterNode, type PrinterNode } from './printers/runtime.js'
@@ -85,7 +88,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerEventRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -250,6 +253,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   }
   parts.add(() => relay.close())
   feed.onLocalChange((change) => relay.publish(change))
+  feed.onLocalRemoval((removal) => relay.publishRemoval(removal))
   core.displayNode.onLiveChange((organizationId, display) => relay.publishDisplay(organizationId, display))
   // The status feeds of this node's displays follow printers owned by other nodes too.
   relay.onReceived((change) => core.displayNode.feed.printerChanged(change.printer.id))
@@ -267,6 +271,7 @@ function wireServices(
   const { db, directory } = core
   let openApi: string | undefined
   const redis = directory instanceof RedisShardDirectory ? directory : undefined
+  const printerReads = new PrinterReads(db, core.clock)
   return {
     config,
     logger,
@@ -284,6 +289,9 @@ function wireServices(
     apiKeyUsage: new UsageLogWriter(db.sql, logger),
     printerConfig: new PrinterConfigStore(db, core.sealedBox, logger),
     printers: core.printers,
+    printerReads,
+    fleetGauges: new FleetGauges(printerReads, core.metrics, core.clock, logger),
+    clock: core.clock,
     shards: {
       readiness: () => ({
         ok: redis?.ready ?? true,

@@ -13,6 +13,9 @@ import type { Sessions } from './auth/sessions.js'
 import type { ApiKeyCache, UsageLogWriter } from './auth/api-keys.js'
 import type { PrinterConfigStore } from './printers/config-store.js'
 import type { RoutedPrinters } from './cluster/routed-printers.js'
+import type { PrinterReads } from './printers/printer-reads.js'
+import type { FleetGauges } from './printers/fleet-gauges.js'
+import type { Clock } from '../actors/clock.js'
 import type { LiveFeed } from './live/index.js'
 import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
@@ -33,6 +36,12 @@ export interface Services {
   readonly printerConfig: PrinterConfigStore
   /** The printer actors (ingestion, host moves, presence, filaments, maintenance), on this node or forwarded to their owner. */
   readonly printers: RoutedPrinters
+  /** Printer state and history as committed (the read model). */
+  readonly printerReads: PrinterReads
+  /** The /metrics gauges of printers by status and online. */
+  readonly fleetGauges: FleetGauges
+  /** The node's clock (a simulated one in tests). */
+  readonly clock: Clock
   /** The shard directory as readiness sees it. */
   readonly shards: { readiness(): { ok: boolean; kind: 'local' | 'redis'; nodeId: string; owned: number } }
   /** The live feed of this node (WebSocket /v1/live). */

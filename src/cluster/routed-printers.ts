@@ -12,7 +12,7 @@
  * runtime returns must fit the result schema (the handlers below), and what
  * the schema lets through must fit what the routes expect (the methods).
  */
-import type { FilamentAssignment } from '../../machines/printer.js'
+import type { FilamentAssignment, PrinterError } from '../../machines/printer.js'
 import type { IngestRequest, IngestResult, PrinterChange, PrinterView } from '../../actors/printer-actor.js'
 import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
@@ -47,6 +47,7 @@ export class RoutedPrinters {
       return null
     })
     forwarder.handle('printer.view', (a) => r.view(a.printerId, a.organizationId))
+    forwarder.handle('printer.acknowledgeError', (a) => r.acknowledgeError(a.printerId, a.organizationId))
     forwarder.handle('printer.reload', async (a) => {
       await r.reload(a.printerId)
       return null
@@ -81,6 +82,11 @@ export class RoutedPrinters {
   async view(printerId: string, organizationId: string): Promise<PrinterView> {
     const remote = await this.#route(printerId, 'printer.view', () => ({ printerId, organizationId }))
     return remote === local ? this.runtime.view(printerId, organizationId) : remote
+  }
+
+  async acknowledgeError(printerId: string, organizationId: string): Promise<{ acknowledged: PrinterError | null; view: PrinterView }> {
+    const remote = await this.#route(printerId, 'printer.acknowledgeError', () => ({ printerId, organizationId }))
+    return remote === local ? this.runtime.acknowledgeError(printerId, organizationId) : remote
   }
 
   /** The store changed under the printer's actor: whichever node runs it rebuilds it. Best effort (a node that lost the shard has no actor left). */

@@ -16,7 +16,8 @@ import { randomBytes } from 'node:crypto'
 import type { PrinterChange } from '../../actors/printer-actor.js'
 import type { EventRecord } from '../../actors/printer-persistence.js'
 import type { ServerFrame } from '../../protocol/live.js'
-import { printerLive, type PrinterLive } from './printer-live.js'
+import type { PrinterState } from '../../protocol/schemas/printer-state.js'
+import { printerStateOfView } from '../printers/read-model.js'
 import type { LiveJob } from './snapshots.js'
 
 /** uWS topic names: encoding, organization, topic. */
@@ -43,17 +44,24 @@ interface Stream {
 /** A change as it crosses nodes: what the feed needs, nothing more. */
 export interface LiveChange {
   organizationId: string
-  printer: PrinterLive
-  events: readonly Pick<EventRecord, 'eventId' | 'type' | 'seqn' | 'timestamp' | 'data' | 'jobId'>[]
+  /** The printer's whole read model now (the same object GET /v1/printers/{id} answers). */
+  printer: PrinterState
+  events: readonly Pick<EventRecord, 'eventId' | 'type' | 'seqn' | 'timestamp' | 'data' | 'jobId' | 'applied'>[]
   jobs: readonly LiveJob[]
+}
+
+/** A printer left the organization (deleted): the `printers` topic says `{printer: {id, removed: true}}`. */
+export interface LiveRemoval {
+  organizationId: string
+  printerId: string
 }
 
 export function liveChangeOf(change: PrinterChange, now: number): LiveChange {
   return {
     organizationId: change.view.organizationId,
-    printer: printerLive(change.view, now),
-    events: change.events.map((e) => ({ eventId: e.eventId, type: e.type, seqn: e.seqn, timestamp: e.timestamp, data: e.data, jobId: e.jobId })),
-    jobs: change.jobs.map((j) => ({ ...j, printerId: change.view.printerId })),
+    printer: printerStateOfView(change.view, now),
+    events: change.events.map((e) => ({ eventId: e.eventId, type: e.type, seqn: e.seqn, timestamp: e.timestamp, data: e.data, jobId: e.jobId, applied: e.applied })),
+    jobs: change.jobs.map((j) => ({ jobId: j.jobId, name: j.name, progress: j.progress, state: j.state, startedAt: j.startedAt, endedAt: j.endedAt, printerId: change.view.printerId })),
   }
 }
 
@@ -66,7 +74,7 @@ export class LiveHub {
   readonly #maxStreams: number
   readonly #streams = new Map<string, Stream>()
   /** Latest state of every printer heard of, per organization (what a lagging client gets, coalesced). */
-  readonly #latest = new Map<string, Map<string, PrinterLive>>()
+  readonly #latest = new Map<string, Map<string, PrinterState>>()
   readonly #listeners = new Set<(change: LiveChange) => void>()
   published = 0
 
@@ -82,14 +90,20 @@ export class LiveHub {
     const org = change.organizationId
     let latest = this.#latest.get(org)
     if (latest === undefined) this.#latest.set(org, (latest = new Map()))
-    const known = latest.get(change.printer.id)
-    // The name comes from snapshots; changes from the actors do not carry it.
-    const printer = change.printer.name === undefined && known?.name !== undefined ? { ...change.printer, name: known.name } : change.printer
+    const printer = change.printer
     latest.set(printer.id, printer)
     this.#publish(org, 'printers', { printer })
     this.#publish(org, `printer:${printer.id}`, { printer, events: change.events })
     for (const job of change.jobs) this.#publish(org, 'jobs', { job })
-    for (const listener of this.#listeners) listener({ ...change, printer })
+    for (const listener of this.#listeners) listener(change)
+  }
+
+  /** A printer was deleted: dashboards drop its tile. */
+  printerRemoved(removal: LiveRemoval): void {
+    this.#latest.get(removal.organizationId)?.delete(removal.printerId)
+    const printer = { id: removal.printerId, removed: true }
+    this.#publish(removal.organizationId, 'printers', { printer })
+    this.#publish(removal.organizationId, `printer:${removal.printerId}`, { printer, events: [] })
   }
 
   /** A status display changed (registration, binding, target, capability); `display` is its whole live view, or `{id, deleted: true}`. */
@@ -103,18 +117,16 @@ export class LiveHub {
     return () => this.#listeners.delete(listener)
   }
 
-  /** Remembers names and states from a snapshot, so coalesced frames carry them. */
-  remember(organizationId: string, printers: readonly PrinterLive[]): void {
+  /** Remembers states from a snapshot, so coalesced frames for lagging clients carry them. */
+  remember(organizationId: string, printers: readonly PrinterState[]): void {
     let latest = this.#latest.get(organizationId)
     if (latest === undefined) this.#latest.set(organizationId, (latest = new Map()))
     for (const p of printers) {
-      const known = latest.get(p.id)
-      if (known === undefined) latest.set(p.id, p)
-      else if (known.name === undefined && p.name !== undefined) latest.set(p.id, { ...known, name: p.name })
+      if (!latest.has(p.id)) latest.set(p.id, p)
     }
   }
 
-  latestPrinters(organizationId: string, ids: Iterable<string>): PrinterLive[] {
+  latestPrinters(organizationId: string, ids: Iterable<string>): PrinterState[] {
     const latest = this.#latest.get(organizationId)
     if (latest === undefined) return []
     return [...ids].flatMap((id) => (latest.has(id) ? [latest.get(id)!] : []))

@@ -11,7 +11,7 @@ import type { TemplatedApp } from '../http/uws.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import type { Database } from '../storage/database.js'
-import { LiveHub, liveChangeOf, type LiveChange } from './hub.js'
+import { LiveHub, liveChangeOf, type LiveChange, type LiveRemoval } from './hub.js'
 import { LiveServer } from './socket-server.js'
 import { Snapshots } from './snapshots.js'
 
@@ -21,6 +21,14 @@ export interface LiveFeed {
   attach(app: TemplatedApp): void
   /** Changes from this node's actors also go here (the Redis relay publishes them to other nodes). */
   onLocalChange(listener: (change: LiveChange) => void): void
+  /** Printers deleted through this node (the Redis relay publishes them to other nodes). */
+  onLocalRemoval(listener: (removal: LiveRemoval) => void): void
+  /**
+   * A printer's configuration changed through this node (created, renamed, retyped, deleted):
+   * dashboards see it now, not at its next event. Reads the committed row; a printer no longer
+   * there is announced as removed.
+   */
+  printerConfigChanged(organizationId: string, printerId: string): Promise<void>
   close(): void
 }
 
@@ -38,9 +46,10 @@ export function createLiveFeed(options: {
     publish: (topic, message, isBinary) => app?.publish(topic, message, isBinary),
     subscribers: (topic) => app?.numSubscribers(topic) ?? 0,
   })
+  const snapshots = new Snapshots(options.db, options.clock)
   const server = new LiveServer({
     hub,
-    snapshots: new Snapshots(options.db, options.clock),
+    snapshots,
     logger: options.logger,
     metrics: options.metrics,
     clock: options.clock,
@@ -54,6 +63,7 @@ export function createLiveFeed(options: {
     },
   })
   const local = new Set<(change: LiveChange) => void>()
+  const removals = new Set<(removal: LiveRemoval) => void>()
   const published = options.metrics.counter('live_changes_total', 'Printer changes published to the live feed, by origin (local actors or another node).', ['origin'])
   const fromHere = published.cell({ origin: 'local' })
   options.printers.onChange((change) => {
@@ -71,6 +81,22 @@ export function createLiveFeed(options: {
     },
     onLocalChange(listener) {
       local.add(listener)
+    },
+    onLocalRemoval(listener) {
+      removals.add(listener)
+    },
+    async printerConfigChanged(organizationId, printerId) {
+      const found = await snapshots.printer(organizationId, printerId)
+      if (found === undefined) {
+        const removal = { organizationId, printerId }
+        hub.printerRemoved(removal)
+        for (const listener of removals) listener(removal)
+        return
+      }
+      const change: LiveChange = { organizationId, printer: found.printer, events: [], jobs: [] }
+      fromHere.inc()
+      hub.printerChanged(change)
+      for (const listener of local) listener(change)
     },
     close() {
       server.close()

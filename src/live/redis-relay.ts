@@ -22,7 +22,7 @@ import { Redis } from 'ioredis'
 import { withTimeout } from '../deadline.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
-import type { LiveChange, LiveHub } from './hub.js'
+import type { LiveChange, LiveHub, LiveRemoval } from './hub.js'
 
 /** How long a start waits for Redis before it fails. */
 const connectTimeoutMs = 5_000
@@ -32,8 +32,10 @@ interface Envelope {
   n: string
   /** A printer change, or */
   c?: LiveChange
-  /** a display's whole live view (or `{id, deleted: true}`) in organization `o`. */
+  /** a display's whole live view (or `{id, deleted: true}`) in organization `o`, or */
   d?: { o: string; v: object }
+  /** a deleted printer. */
+  r?: LiveRemoval
 }
 
 export class RedisRelay {
@@ -66,6 +68,7 @@ export class RedisRelay {
       if (envelope.n === this.#node) return
       this.#received.inc()
       if (envelope.d !== undefined) return hub.displayChanged(envelope.d.o, envelope.d.v)
+      if (envelope.r !== undefined) return hub.printerRemoved(envelope.r)
       if (envelope.c === undefined) return
       hub.printerChanged(envelope.c)
       for (const listener of this.#listeners) listener(envelope.c)
@@ -92,6 +95,11 @@ export class RedisRelay {
 
   publish(change: LiveChange): void {
     this.#send({ n: this.#node, c: change })
+  }
+
+  /** A printer was deleted through this node. */
+  publishRemoval(removal: LiveRemoval): void {
+    this.#send({ n: this.#node, r: removal })
   }
 
   /** A display this node owns changed: its live view, for the other nodes' `displays` topics. */

@@ -5,29 +5,16 @@
  */
 import type { Clock } from '../../actors/clock.js'
 import type { PrinterJob } from '../../machines/printer.js'
-import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
+import type { PrinterState } from '../../protocol/schemas/printer-state.js'
+import { printerStateOfRow, type PrinterRow } from '../printers/read-model.js'
+import { printerColumns } from '../printers/printer-reads.js'
 import type { Database } from '../storage/database.js'
 import { DisplayStore, type DisplayLive } from '../displays/display-store.js'
-import { activityOf, printerLive, type PrinterLive } from './printer-live.js'
 
-interface Row {
-  id: string
-  name: string
-  host_id: string | null
-  state: PersistedPrinterState | null
-  online: boolean | null
-}
-
-const emptyState: PersistedPrinterState = { rawStatus: null, job: null, errors: [], ams: [], filamentRunout: false, maintenance: false, lastSeenAt: null, filamentJobId: null }
-
-function live(row: Row, now: number): PrinterLive {
-  const state = row.state ?? emptyState
-  return printerLive({ ...state, printerId: row.id, name: row.name, hostId: row.host_id, online: row.online ?? false, activity: activityOf(state.job) }, now)
-}
-
-export interface LiveJob extends PrinterJob {
+export interface LiveJob extends Pick<PrinterJob, 'jobId' | 'name' | 'progress' | 'state' | 'startedAt' | 'endedAt'> {
   printerId: string | null
 }
+
 
 export class Snapshots {
   readonly #db: Database
@@ -43,30 +30,33 @@ export class Snapshots {
     return { displays: await new DisplayStore(this.#db.sql).live(organizationId) }
   }
 
-  async printers(organizationId: string): Promise<{ printers: PrinterLive[] }> {
-    const rows = await this.#db.sql<Row[]>`
-      select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
+  async printers(organizationId: string): Promise<{ printers: PrinterState[] }> {
+    const sql = this.#db.sql
+    const rows = await sql<PrinterRow[]>`
+      select ${printerColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} order by p.name, p.id`
     const now = this.#clock.now()
-    return { printers: rows.map((r) => live(r, now)) }
+    return { printers: rows.map((r) => printerStateOfRow(r, now)) }
   }
 
   /** undefined when the organization has no such printer (the topic is refused, like another organization's). */
-  async printer(organizationId: string, printerId: string): Promise<{ printer: PrinterLive } | undefined> {
-    const [row] = await this.#db.sql<Row[]>`
-      select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
+  async printer(organizationId: string, printerId: string): Promise<{ printer: PrinterState } | undefined> {
+    const sql = this.#db.sql
+    const [row] = await sql<PrinterRow[]>`
+      select ${printerColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} and p.id = ${printerId}`
-    return row === undefined ? undefined : { printer: live(row, this.#clock.now()) }
+    return row === undefined ? undefined : { printer: printerStateOfRow(row, this.#clock.now()) }
   }
 
   /** The display status of each of these printers of one organization (a status display's pixels). */
-  async statuses(organizationId: string, printerIds: readonly string[]): Promise<Map<string, PrinterLive['status']>> {
+  async statuses(organizationId: string, printerIds: readonly string[]): Promise<Map<string, PrinterState['status']>> {
     if (printerIds.length === 0) return new Map()
-    const rows = await this.#db.sql<Row[]>`
-      select p.id, p.name, p.host_id, s.state, s.online from printers p left join printer_state s on s.printer_id = p.id
+    const sql = this.#db.sql
+    const rows = await sql<PrinterRow[]>`
+      select ${printerColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} and p.id = any(${printerIds as string[]}::uuid[])`
     const now = this.#clock.now()
-    return new Map(rows.map((r) => [r.id, live(r, now).status]))
+    return new Map(rows.map((r) => [r.id, printerStateOfRow(r, now).status]))
   }
 
   async jobs(organizationId: string): Promise<{ jobs: LiveJob[] }> {

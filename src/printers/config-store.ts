@@ -131,6 +131,27 @@ export class PrinterConfigStore {
     }
   }
 
+  /**
+   * Deletes a printer: its state goes with it, its jobs keep their history (without the printer),
+   * its events age out with the log's retention. Refused while it prints: the bridge would go on
+   * reporting a job nobody could see.
+   */
+  async delete(organizationId: string, id: string): Promise<void> {
+    await this.#db.sql.begin(async (tx) => {
+      const [row] = await tx<{ job: { jobId: number; state: string; endedAt: number | null } | null }[]>`
+        select s.state->'job' as job from printers p left join printer_state s on s.printer_id = p.id
+        where p.organization_id = ${organizationId} and p.id = ${id} for update of p`
+      if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
+      const job = row.job
+      if (job !== null && job.endedAt === null && (job.state === 'printing' || job.state === 'paused')) {
+        throw new ServiceError('printer_busy', `the printer is ${job.state} job ${job.jobId}; delete it once the job ends`, {
+          extra: { job, reason: job.state === 'printing' ? 'job_printing' : 'job_paused' },
+        })
+      }
+      await tx`delete from printers where id = ${id}`
+    })
+  }
+
   async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<{ id: string; updated: boolean }> {
     let existing: Row | undefined
     if (body.id !== undefined) {

@@ -31,6 +31,7 @@
  */
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
+import type { PrinterType } from '../../protocol/printer-reports/index.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
 import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef } from '../../actors/printer-persistence.js'
@@ -71,8 +72,19 @@ export class PgPrinterPersistence implements PrinterPersistence {
   async hydrate(printerId: string): Promise<HydratedPrinter | undefined> {
     const sql = this.#db.sql
     const [row] = await sql<
-      { id: string; organization_id: string; host_id: string | null; assignment_epoch: number; seqn_epoch: number | null; high_water_seqn: number | null; state: PersistedPrinterState | null }[]
-    >`select p.id, p.organization_id, p.host_id, p.assignment_epoch, s.seqn_epoch, s.high_water_seqn, s.state
+      {
+        id: string
+        organization_id: string
+        name: string
+        printer_type: PrinterType
+        model: string | null
+        host_id: string | null
+        assignment_epoch: number
+        seqn_epoch: number | null
+        high_water_seqn: number | null
+        state: PersistedPrinterState | null
+      }[]
+    >`select p.id, p.organization_id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch, s.seqn_epoch, s.high_water_seqn, s.state
       from printers p left join printer_state s on s.printer_id = p.id where p.id = ${printerId}`
     if (row === undefined) return undefined
     const recentRows = await sql<{ event_id: string; idempotency_key: string | null }[]>`
@@ -82,6 +94,9 @@ export class PgPrinterPersistence implements PrinterPersistence {
     return {
       printerId: row.id,
       organizationId: row.organization_id,
+      name: row.name,
+      printerType: row.printer_type,
+      model: row.model,
       hostId: row.host_id,
       assignmentEpoch: row.assignment_epoch,
       highWaterSeqn: row.seqn_epoch === row.assignment_epoch && row.high_water_seqn !== null ? row.high_water_seqn : -1,
@@ -236,6 +251,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
           d: e.deliveryAttempt,
           j: e.jobId,
           x: e.data,
+          ap: e.applied,
         })
       }
       states.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, hw: u.highWaterSeqn, st: u.state, on: u.online, seen: u.seen })
@@ -260,10 +276,10 @@ export class PgPrinterPersistence implements PrinterPersistence {
       ), refused as (
         select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
       ), ev as (
-        insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data)
-        select p, o, a, s, e, k, t, h, at, d, j, x
+        insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data, applied)
+        select p, o, a, s, e, k, t, h, at, d, j, x, ap
         from jsonb_to_recordset(${eventsJson}::text::jsonb)
-          as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x jsonb)
+          as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x jsonb, ap boolean)
         where p not in (select p from refused)
         on conflict do nothing
         returning printer_id as p, event_id as e

@@ -65,9 +65,9 @@ export const upsertPrinterConfigRoute = defineRoute({
   responses: { 200: { description: '`updated` is false when the printer was created.', schema: UpsertResultSchema } },
   errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken'],
   handler: async (req, svc: Services) => {
-    const { id, updated } = await svc.printerConfig.upsert(organizationOf(req.principal), req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
-    // A host given here may have assigned the printer: its actor rereads the store.
-    if (req.body.host_id !== undefined) await svc.printers.reload(id)
+    const organizationId = organizationOf(req.principal)
+    const { id, updated } = await svc.printerConfig.upsert(organizationId, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
+    await configChanged(svc, organizationId, id)
     return { body: { id, success: true, updated } }
   },
 })
@@ -99,10 +99,42 @@ export const updatePrinterConfigRoute = defineRoute({
   responses: { 200: { description: 'Changed.', schema: SuccessSchema } },
   errors: ['printer_not_found', 'serial_number_taken'],
   handler: async (req, svc: Services) => {
-    await svc.printerConfig.update(organizationOf(req.principal), req.params.id, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
+    const organizationId = organizationOf(req.principal)
+    await svc.printerConfig.update(organizationId, req.params.id, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
+    await configChanged(svc, organizationId, req.params.id)
     return { body: { success: true } }
   },
 })
+
+export const deletePrinterConfigRoute = defineRoute({
+  method: 'DELETE',
+  path: '/v1/printer-config/{id}',
+  operationId: 'deletePrinter',
+  summary: 'Take a printer out of the farm for good.',
+  description:
+    'Its state goes with it; its jobs keep their history without it; its stored events age out with the event retention. Refused with ' +
+    '409 printer_busy {job, reason} while it prints or is paused. Live dashboards drop its tile at once. Needs an admin or fleet:write.',
+  tags: ['printers'],
+  auth: { kind: 'organization', scope: 'fleet:write', admin: true },
+  schemas: { params: PrinterParams },
+  responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
+  errors: ['printer_not_found', 'printer_busy'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationOf(req.principal)
+    await svc.printerConfig.delete(organizationId, req.params.id)
+    await configChanged(svc, organizationId, req.params.id)
+    return { body: { success: true } }
+  },
+})
+
+/**
+ * The store changed under a printer: its actor (on whichever node) rereads it before its next
+ * message, and live dashboards see the change now rather than at the printer's next event.
+ */
+async function configChanged(svc: Services, organizationId: string, printerId: string): Promise<void> {
+  await svc.printers.reload(printerId)
+  await svc.live.printerConfigChanged(organizationId, printerId).catch((error: unknown) => svc.logger.warn('announcing a printer change failed', { printerId, error }))
+}
 
 export const assignHostRoute = defineRoute({
   method: 'PUT',
@@ -217,6 +249,7 @@ export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
   upsertPrinterConfigRoute,
   getPrinterConfigRoute,
   updatePrinterConfigRoute,
+  deletePrinterConfigRoute,
   assignHostRoute,
   connectionStatusRoute,
   testConnectionRoute,

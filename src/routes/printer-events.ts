@@ -32,6 +32,12 @@ const ingestErrors: ErrorCode[] = [
   'printer_owner_unavailable',
 ]
 
+const messages = {
+  applied: 'stored and applied',
+  late: 'stored, not applied: a higher seqn was applied before it arrived',
+  duplicate: 'already stored (an earlier delivery); nothing changed',
+} as const
+
 export const postPrinterEventRoute = defineRoute({
   method: 'POST',
   path: '/v1/printer-events',
@@ -40,7 +46,9 @@ export const postPrinterEventRoute = defineRoute({
   description:
     'The printer is named by a top-level `printerId` or, failing that, `data.printerId`. ' +
     'The event is fenced by hostId + assignmentEpoch (409 with a specific code), applied in seqn order, and answered only once stored. ' +
-    'A duplicate (seqn at or below the high-water mark, or a known eventId / idempotencyKey) answers success without being applied again. ' +
+    '`outcome` says what happened (the seqn rules of docs/printers-and-events.md): applied; late (a new event at or below the highest applied seqn: ' +
+    'stored in the history, not applied); duplicate (already stored: success, nothing applied again); refused (reason seqn_reused: ' +
+    'another event holds that seqn; success false). `last_seqn` is the highest seqn applied in the current epoch. ' +
     '`jobId` is the job a job:* event belongs to; job:start creates one.',
   tags: ['printer events'],
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
@@ -69,10 +77,10 @@ export const postPrinterEventRoute = defineRoute({
         },
       ],
     })
-    const refused = result.refused[0]
-    if (refused !== undefined) return { body: { success: false, jobId: null, message: refused.reason } }
+    const outcome = result.outcomes[0]!
+    if (outcome.outcome === 'refused') return { body: { success: false, jobId: null, message: outcome.message ?? 'refused', outcome: 'refused', reason: outcome.reason, last_seqn: result.lastSeqn } }
     // The same answer for a first delivery and its retries (the job id is read back for a duplicate).
-    return { body: { success: true, jobId: result.jobOf.get(event.eventId) ?? null, message: 'stored' } }
+    return { body: { success: true, jobId: result.jobOf.get(event.eventId) ?? null, message: messages[outcome.outcome], outcome: outcome.outcome, last_seqn: result.lastSeqn } }
   },
 })
 
@@ -83,9 +91,11 @@ export const postPrinterEventBatchRoute = defineRoute({
   summary: "A batch of one printer's events from a bridge (1-100).",
   description:
     "Every item carries the batch's hostId and assignmentEpoch; eventIds, seqns and idempotencyKeys do not repeat within a batch; " +
-    'maxSeqn, when given, is the largest seqn. Events apply in seqn order. A retried batch (deliveryAttempt + 1) answers exactly like ' +
-    'the first delivery and stores nothing twice. `failed` counts events the log will never hold: a seqn at or below the high-water mark ' +
-    'whose eventId is not the one stored there (arrived too late, or a reused seqn); retrying does not change them.',
+    'maxSeqn, when given, is the largest seqn. Events apply in seqn order. A retried batch (deliveryAttempt + 1) answers with the same counts as ' +
+    'the first delivery and stores nothing twice. `events` gives each event\'s outcome: applied; late (new, but at or below the highest applied ' +
+    'seqn: stored in the history, not applied); duplicate (already stored); refused (reason seqn_reused: another event holds that seqn). ' +
+    '`processed` counts applied, late and duplicate events (the log holds them); `failed` counts refused ones (it never will; retrying ' +
+    'does not change them). `last_seqn` is the highest seqn applied in the current epoch, where a restarted bridge continues.',
   tags: ['printer events'],
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   errorBody: 'coded',
@@ -102,7 +112,7 @@ export const postPrinterEventBatchRoute = defineRoute({
       assignmentEpoch: batch.assignmentEpoch,
       events: batch.events,
     })
-    return { body: { success: true, processed: result.processed, failed: result.failed, refused: result.refused } }
+    return { body: { success: true, processed: result.processed, failed: result.failed, events: result.outcomes, refused: result.refused, last_seqn: result.lastSeqn } }
   },
 })
 

@@ -73,7 +73,10 @@ export const metricsRoute = defineRoute({
   auth: { kind: 'public', reason: 'scraped by Prometheus on the farm network; counts and latencies only' },
   schemas: {},
   responses: { 200: { description: 'Metrics.', schema: Type.String(), contentType: 'text/plain; version=0.0.4' } },
-  handler: (_req, svc: Services) => ({ raw: svc.metrics.render(), contentType: 'text/plain; version=0.0.4; charset=utf-8' }),
+  handler: async (_req, svc: Services) => {
+    await svc.fleetGauges.refresh()
+    return { raw: svc.metrics.render(), contentType: 'text/plain; version=0.0.4; charset=utf-8' }
+  },
 })
 
 export const openApiRoute = defineRoute({

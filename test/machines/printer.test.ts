@@ -1,6 +1,6 @@
 import t from 'tap'
 import { createActor, initialTransition, SimulatedClock, transition } from 'xstate'
-import { maxRememberedErrors, printerMachine, type PrinterInput, type PrinterMachineEvent } from '../../machines/printer.js'
+import { placeholderJobIds, printerMachine, type PrinterInput, type PrinterMachineEvent } from '../../machines/printer.js'
 
 const presenceMs = 1_000
 
@@ -81,18 +81,23 @@ t.test('jobs - a failed finish keeps its progress; a second finish changes nothi
   t.match(snap.context.job, { state: 'failed', endedAt: 50 })
 })
 
-t.test('jobs - offline recovery resumes a paused job; progress is clamped; nothing is invented without a job id', async (t) => {
+t.test('jobs - offline recovery resumes a paused job; progress is clamped; a job without an id waits for the store to give it one', async (t) => {
   let snap = apply([ev('job:start', {}, { jobId: 2 }), ev('job:pause'), ev('job:offlineRecovery')])
   t.equal(snap.value.activity, 'printing')
   snap = transition(printerMachine, snap, ev('job:update', { progress: 140 }))[0]
   t.equal(snap.context.job?.progress, 100)
-  const none = apply([ev('job:start', { name: 'x' })])
-  t.equal(none.context.job, null)
-  t.equal(none.value.activity, 'idle')
+  const pending = apply([ev('job:start', { name: 'x' })])
+  t.equal(pending.context.job?.jobId, -1, 'a placeholder, never a made-up id')
+  t.same(placeholderJobIds(pending.context), [-1])
+  const [resolved] = transition(printerMachine, pending, { type: 'jobIds', ids: new Map([[-1, 77]]) })
+  t.match(resolved.context.job, { jobId: 77, name: 'x', state: 'printing' })
+  t.same(resolved.context.changedJobs.map((j) => j.jobId), [77], 'the changed jobs carry the real id')
+  t.same(resolved.context.eventJobs, [77], 'and so does the event that opened it')
+  t.same(placeholderJobIds(resolved.context), [])
 })
 
-t.test('status, errors, AMS, filament - raw values kept for the classifier, bounded', async (t) => {
-  const errors = Array.from({ length: maxRememberedErrors + 5 }, (_, i) => ev('printer:error', { code: `E${i}`, message: 'm' }, { timestamp: i }))
+t.test('status, errors, AMS, filament - raw values kept for the classifier, the newest error stands', async (t) => {
+  const errors = Array.from({ length: 25 }, (_, i) => ev('printer:error', { code: `E${i}`, message: 'm' }, { timestamp: i }))
   const snap = apply([
     ev('printer:statusUpdate', { status: 'RUNNING' }),
     ...errors,
@@ -100,15 +105,14 @@ t.test('status, errors, AMS, filament - raw values kept for the classifier, boun
     ev('printer:filamentStateChanged', { runout: true }),
   ])
   t.equal(snap.context.rawStatus, 'RUNNING')
-  t.equal(snap.context.errors.length, maxRememberedErrors)
-  t.equal(snap.context.errors.at(-1)?.code, `E${maxRememberedErrors + 4}`, 'the newest are kept')
+  t.match(snap.context.error, { code: 'E24', message: 'm', at: 24 }, 'the newest error stands')
   t.same(snap.context.ams, [
     { position: 0, materialType: 'PLA', color: 'FF0000FF', remaining: 80 },
     { position: 2, materialType: 'PETG', color: null, remaining: null },
   ])
   t.equal(snap.context.filamentRunout, true)
   const fresh = transition(printerMachine, snap, ev('job:start', {}, { jobId: 9 }))[0]
-  t.same(fresh.context.errors, [], 'a new job starts with no errors')
+  t.equal(fresh.context.error, null, 'a new job starts with no error')
 })
 
 t.test('time - last seen only moves forward, whatever order timestamps come in', async (t) => {

@@ -102,7 +102,8 @@ function isPrinterParam(op: Operation, param: Parameter): boolean {
 const opensConnections = (op: Operation) => /connect/i.test(op.path) && op.method !== 'GET' && !/status/.test(op.path)
 
 function knownIds(op: Operation, param: Parameter): string[] {
-  const printer = isPrinterParam(op, param) ? [fixtureId] : []
+  // Deleting the fixture would end the run's safety check: a delete names printers the run created.
+  const printer = isPrinterParam(op, param) && op.method !== 'DELETE' ? [fixtureId] : []
   // An operation that connects names only the fixture (re-checked before each request) or ids that do not exist.
   if (opensConnections(op)) return printer
   const prefix = op.path.split(`/{${param.name}}`)[0] ?? ''

@@ -10,6 +10,7 @@ import { printers } from './0004-printers.js'
 import { printerEvents } from './0005-printer-events.js'
 import { displays } from './0006-displays.js'
 import { shardTokens } from './0007-shard-tokens.js'
+import { printerReadModel } from './0008-printer-read-model.js'
 
 export interface Migration {
   readonly version: number
@@ -17,4 +18,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel]

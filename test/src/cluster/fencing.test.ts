@@ -22,7 +22,7 @@ const unit = (printerId: string, organizationId: string, token: number, seqn: nu
   hostId: 'host-a',
   assignmentEpoch: 1,
   fencingToken: token,
-  events: [{ eventId: `f-${seqn}`, idempotencyKey: null, type: 'printer:deltaUpdate', seqn, timestamp: 1_700_000_000_000 + seqn, deliveryAttempt: 1, data: {}, jobId: null }],
+  events: [{ eventId: `f-${seqn}`, idempotencyKey: null, type: 'printer:deltaUpdate', seqn, timestamp: 1_700_000_000_000 + seqn, deliveryAttempt: 1, data: {}, jobId: null, applied: true }],
   highWaterSeqn: seqn,
   state: {} as PersistedPrinterState,
   online: true,

@@ -54,7 +54,7 @@ const activation: StoredActivation = {
 t.test('forwarder - a stored activation crosses with its Date; an ingest result with its job map', async (t) => {
   const { caller, owner } = await nodes(t, nodeCalls, nodeCalls)
   owner.forwarder.handle('display.retry', async () => activation)
-  owner.forwarder.handle('printer.ingest', async () => ({ processed: 1, failed: 0, stored: 1, duplicates: 0, refused: [], jobOf: [['e1', 17]] }))
+  owner.forwarder.handle('printer.ingest', async () => ({ processed: 1, failed: 0, stored: 1, duplicates: 0, refused: [], jobOf: [['e1', 17]], outcomes: [{ eventId: 'e1', seqn: 0, outcome: 'applied' }], lastSeqn: 0 }))
   const retried = await caller.forwarder.call('owner', 'display.retry', { displayId, organizationId })
   t.ok(retried.updatedAt instanceof Date, 'a Date, not a string')
   t.same(retried, activation)
@@ -64,7 +64,16 @@ t.test('forwarder - a stored activation crosses with its Date; an ingest result 
     assignmentEpoch: 1,
     events: [{ eventId: 'e1', type: 'job:start' as const, seqn: 1, timestamp: 1_700_000_000_000, deliveryAttempt: 1, data: { name: 'benchy.3mf' } }],
   }
-  t.same(await caller.forwarder.call('owner', 'printer.ingest', { printerId, request }), { processed: 1, failed: 0, stored: 1, duplicates: 0, refused: [], jobOf: [['e1', 17]] })
+  t.same(await caller.forwarder.call('owner', 'printer.ingest', { printerId, request }), {
+    processed: 1,
+    failed: 0,
+    stored: 1,
+    duplicates: 0,
+    refused: [],
+    jobOf: [['e1', 17]],
+    outcomes: [{ eventId: 'e1', seqn: 0, outcome: 'applied' }],
+    lastSeqn: 0,
+  })
 })
 
 t.test('forwarder - a call the owner\'s schema refuses is answered with the reason and never runs there', async (t) => {

@@ -1,10 +1,15 @@
 import t from 'tap'
 import { decode } from '@msgpack/msgpack'
 import { LiveHub, type LiveChange } from '../../../src/live/hub.js'
+import { printerState } from '../../helpers/printer-state.js'
 
 const org = '11111111-1111-4111-8111-111111111111'
-const printer = (id: string, rawStatus = 'x') => ({ id, hostId: 'h', online: true, status: 'RUNNING' as const, activity: 'printing' as const, rawStatus, job: null, errors: [], maintenance: false, filamentRunout: false, ams: [], lastSeenAt: 1 })
-const change = (id: string, rawStatus?: string): LiveChange => ({ organizationId: org, printer: printer(id, rawStatus), events: [], jobs: [] })
+const change = (id: string, rawStatus = 'x', name?: string): LiveChange => ({
+  organizationId: org,
+  printer: printerState(id, { raw_status: rawStatus, ...(name === undefined ? {} : { name }) }),
+  events: [],
+  jobs: [],
+})
 
 function setup(subscribed: Set<string>, options: { ringSize?: number; printerRingSize?: number } = {}) {
   const sent: { topic: string; message: string | Uint8Array; binary: boolean }[] = []
@@ -42,10 +47,19 @@ t.test("live hub - a printer's own topic buffers only while followed, with a sma
   t.equal(hub.replay(org, 'printer:p2', 2), undefined)
 })
 
-t.test('live hub - the latest state per printer is kept, with the name a snapshot taught it', async (t) => {
+t.test('live hub - the latest state per printer is kept, a new name included (a rename never flips back)', async (t) => {
   const { hub } = setup(new Set())
-  hub.remember(org, [{ ...printer('p3'), name: 'Bay 3' }])
-  hub.printerChanged(change('p3', 'first'))
-  hub.printerChanged(change('p3', 'second'))
-  t.match(hub.latestPrinters(org, ['p3', 'unknown']), [{ id: 'p3', name: 'Bay 3', rawStatus: 'second' }])
+  hub.remember(org, [printerState('p3', { name: 'Bay 3' })])
+  hub.printerChanged(change('p3', 'first', 'Bay 3'))
+  hub.printerChanged(change('p3', 'second', 'Bay 3 (renamed)'))
+  hub.printerChanged(change('p3', 'third', 'Bay 3 (renamed)'))
+  t.match(hub.latestPrinters(org, ['p3', 'unknown']), [{ id: 'p3', name: 'Bay 3 (renamed)', raw_status: 'third' }])
+})
+
+t.test('live hub - a deleted printer is announced on the printers topic and forgotten', async (t) => {
+  const { hub, sent } = setup(new Set([`j/${org}/printers`]))
+  hub.printerChanged(change('p4'))
+  hub.printerRemoved({ organizationId: org, printerId: 'p4' })
+  t.match(JSON.parse(sent.at(-1)!.message as string), { topic: 'printers', data: { printer: { id: 'p4', removed: true } } })
+  t.same(hub.latestPrinters(org, ['p4']), [])
 })

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { printerState } from '../../helpers/printer-state.js'
 import { request, signIn } from '../../helpers/http.js'
 import { startTestService, testAdmin, type TestContext } from '../../helpers/service.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
@@ -72,7 +73,7 @@ t.test('live auth - a key that loses a topic\'s scope while subscribed leaves th
   t.match((await client.next((f) => f.op === 'error' && f.topic === 'jobs', 15_000)).data, { error: 'insufficient_scope', message: /jobs:read/ })
   const printer = await addPrinter(farm)
   await postBatch(farm, batch(printer, [item(0, { type: 'heartbeat' })]))
-  t.match((await client.next((f) => f.op === 'event' && f.topic === 'printers' && f.data.printer.id === printer)).data.printer, { id: printer, online: true }, 'the printers topic keeps coming')
+  t.match((await client.next((f) => f.op === 'event' && f.topic === 'printers' && f.data.printer.id === printer && f.data.printer.online)).data.printer, { id: printer, online: true }, 'the printers topic keeps coming')
   client.send({ op: 'subscribe', topics: ['jobs'] })
   t.match((await client.next((f) => f.op === 'error' && f.topic === 'jobs' && /needs/.test(f.data.message))).data, { error: 'insufficient_scope' }, 'and it cannot subscribe to it again')
 })
@@ -90,7 +91,7 @@ t.test('live feed - a subscription answers with a snapshot, then every change in
   const second = await client.next((f) => f.op === 'event' && f.topic === 'printers' && f.data.printer.job?.progress === 50)
   const events = client.frames.filter((f) => f.op === 'event' && f.topic === 'printers')
   t.same(events.map((f) => f.seq), [start + 1, start + 2], 'consecutive seqs, no gap')
-  t.match(second.data.printer, { id: printerA, online: true, status: 'RUNNING', activity: 'printing', job: { name: 'cube', progress: 50 } })
+  t.match(second.data.printer, { id: printerA, online: true, status: 'RUNNING', job: { name: 'cube', progress: 50, state: 'printing' } })
   const detail = await client.next((f) => f.topic === `printer:${printerA}` && f.op === 'event' && f.data.events.some((e: { type: string }) => e.type === 'job:update'))
   t.match(detail.data.events, [{ eventId: 'ev-1', type: 'job:update', seqn: 1 }], "the printer's topic carries its stored events")
 })
@@ -173,7 +174,7 @@ t.test('live feed - a client that stops reading is taken off its topics and gets
     const id = ids[i % ids.length]!
     hub.printerChanged({
       organizationId: farm.orgId,
-      printer: { id, hostId: 'h', online: true, status: 'RUNNING', activity: 'printing', rawStatus: `step ${i}`, job: null, errors: Array.from({ length: 3 }, () => ({ code: 'E', message: padding, at: i })), maintenance: false, filamentRunout: false, ams: [], lastSeenAt: i },
+      printer: printerState(id, { raw_status: `step ${i}`, error: { code: 'E', message: padding, at: new Date(i).toISOString() } }),
       events: [],
       jobs: [],
     })
@@ -181,7 +182,7 @@ t.test('live feed - a client that stops reading is taken off its topics and gets
   }
   await new Promise((r) => setTimeout(r, 200))
   t.match(await metrics(), /^live_lagging_total [1-9]/m, 'the slow client was taken off its topics')
-  const last = await fast.next((f) => f.op === 'event' && f.data.printer?.rawStatus === `step ${total - 1}`, 30_000)
+  const last = await fast.next((f) => f.op === 'event' && f.data.printer?.raw_status === `step ${total - 1}`, 30_000)
   const seqs = fast.frames.filter((f) => f.op === 'event').map((f) => f.seq!)
   t.equal(seqs.length, total, 'the fast client got every frame')
   t.ok(seqs.every((s, i) => i === 0 || s === seqs[i - 1]! + 1), 'in order, without a gap')
@@ -189,10 +190,10 @@ t.test('live feed - a client that stops reading is taken off its topics and gets
   socket.resume()
   const merged = await slow.next((f) => f.op === 'event' && f.data.coalesced === true, 30_000)
   t.equal(merged.seq, last.seq, 'the coalesced frame carries the current seq: the jump tells the client frames were merged')
-  const byId = new Map((merged.data.printers as { id: string; rawStatus: string }[]).map((p) => [p.id, p.rawStatus]))
+  const byId = new Map((merged.data.printers as { id: string; raw_status: string }[]).map((p) => [p.id, p.raw_status]))
   t.equal(byId.get(ids[(total - 1) % ids.length]!), `step ${total - 1}`, 'latest state wins')
   t.ok(byId.size <= ids.length, 'one entry per printer, not one per change')
-  hub.printerChanged({ organizationId: farm.orgId, printer: { id: ids[0]!, hostId: 'h', online: false, status: 'OFFLINE', activity: 'idle', rawStatus: 'after', job: null, errors: [], maintenance: false, filamentRunout: false, ams: [], lastSeenAt: 1 }, events: [], jobs: [] })
-  const after = await slow.next((f) => f.op === 'event' && f.data.printer?.rawStatus === 'after', 30_000)
+  hub.printerChanged({ organizationId: farm.orgId, printer: printerState(ids[0]!, { online: false, status: 'OFFLINE', raw_status: 'after' }), events: [], jobs: [] })
+  const after = await slow.next((f) => f.op === 'event' && f.data.printer?.raw_status === 'after', 30_000)
   t.equal(after.seq, last.seq! + 1, 'back on the topic, in sequence again')
 })

@@ -112,7 +112,8 @@ t.test('printer event limits - the event type must be one of the 26 types; every
   const inBatch = await addPrinter(farm)
   const all = await postBatch(farm, batch(inBatch, printerEventTypes.map((type, seqn) => item(seqn, { type, eventId: `t-${seqn}` }))))
   t.equal(all.status, 200)
-  t.same(all.json, { success: true, processed: 26, failed: 0, refused: [] }, 'one batch with all 26 types')
+  t.match(all.json, { success: true, processed: 26, failed: 0, refused: [] }, 'one batch with all 26 types')
+  t.ok(all.json.events.every((e: { outcome: string }) => e.outcome === 'applied'), 'each of them applied')
   const batchTypes = await sql<{ event_type: string }[]>`select event_type from printer_events where printer_id = ${inBatch} order by seqn`
   t.same(batchTypes.map((r) => r.event_type), [...printerEventTypes])
 
@@ -251,10 +252,11 @@ t.test('printer event limits - a batch holds 1 to 100 events', async (t) => {
   t.same(await storedIds(printer), [])
   const hundred = await postBatch(farm, batch(printer, items(100)))
   t.equal(hundred.status, 200)
-  t.same(hundred.json, { success: true, processed: 100, failed: 0, refused: [] })
+  t.match(hundred.json, { success: true, processed: 100, failed: 0, refused: [] })
+  t.equal(hundred.json.events.length, 100)
   t.same(await storedIds(printer), items(100).map((e) => e['eventId']), 'all 100 stored')
   const one = await addPrinter(farm)
-  t.same((await postBatch(farm, batch(one, items(1)))).json, { success: true, processed: 1, failed: 0, refused: [] }, 'a batch of 1')
+  t.match((await postBatch(farm, batch(one, items(1)))).json, { success: true, processed: 1, failed: 0, refused: [], events: [{ outcome: 'applied' }] }, 'a batch of 1')
 })
 
 t.test('printer event limits - batchId is optional and 1-200 characters', async (t) => {

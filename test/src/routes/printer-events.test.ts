@@ -16,7 +16,14 @@ t.test('printer events - a batch is stored, counted and answered only once commi
   const printer = await addPrinter(farm)
   const res = await postBatch(farm, batch(printer, [item(0), item(1), item(2)]))
   t.equal(res.status, 200)
-  t.same(res.json, { success: true, processed: 3, failed: 0, refused: [] })
+  t.same(res.json, {
+    success: true,
+    processed: 3,
+    failed: 0,
+    events: [0, 1, 2].map((seqn) => ({ eventId: `ev-${seqn}`, seqn, outcome: 'applied' })),
+    refused: [],
+    last_seqn: 2,
+  })
   t.same(await storedSeqns(printer), [0, 1, 2], 'in the log when the answer arrives')
   t.match(await stateOf(printer), { high_water_seqn: 2, seqn_epoch: 1, online: true })
 })
@@ -40,10 +47,11 @@ t.test('printer events - a retried batch answers like the first delivery and sto
   const body = batch(printer, [item(10), item(11), item(12)], { batchId: 'b-1' })
   const first = await postBatch(farm, body)
   const retry = await postBatch(farm, { ...body, events: (body['events'] as Record<string, unknown>[]).map((e) => ({ ...e, deliveryAttempt: 2 })) })
-  t.same(retry.json, first.json)
+  t.same(retry.json, { ...first.json, events: first.json.events.map((e: object) => ({ ...e, outcome: 'duplicate' })) }, 'the same counts; each event now a duplicate')
   t.same(await storedSeqns(printer), [10, 11, 12])
   const overlap = await postBatch(farm, batch(printer, [item(11), item(12), item(13)]))
-  t.same(overlap.json, { success: true, processed: 3, failed: 0, refused: [] })
+  t.match(overlap.json, { success: true, processed: 3, failed: 0, refused: [], last_seqn: 13 })
+  t.same(overlap.json.events.map((e: { outcome: string }) => e.outcome), ['duplicate', 'duplicate', 'applied'])
   t.same(await storedSeqns(printer), [10, 11, 12, 13], 'only the new event was added')
   const byKey = await postBatch(farm, batch(printer, [item(14, { idempotencyKey: 'k-14' })]))
   const sameKey = await postBatch(farm, batch(printer, [item(15, { eventId: 'other-id', idempotencyKey: 'k-14' })]))
@@ -57,11 +65,24 @@ t.test('printer events - a late event is stored but not applied; a reused seqn i
   const late = batch(printer, [item(3, { type: 'printer:statusUpdate', data: { status: 'IDLE' } }), item(5, { eventId: 'impostor' }), item(6)])
   const first = await postBatch(farm, late)
   t.equal(first.status, 200)
-  t.same(first.json, { success: true, processed: 2, failed: 1, refused: [{ eventId: 'impostor', seqn: 5, reason: 'seqn 5 already holds another event (a reused seqn is a bridge fault; not stored)' }] })
+  const reason = 'seqn 5 already holds another event (a reused seqn is a bridge fault; not stored)'
+  t.same(first.json, {
+    success: true,
+    processed: 2,
+    failed: 1,
+    events: [
+      { eventId: 'ev-3', seqn: 3, outcome: 'late' },
+      { eventId: 'impostor', seqn: 5, outcome: 'refused', reason: 'seqn_reused', message: reason },
+      { eventId: 'ev-6', seqn: 6, outcome: 'applied' },
+    ],
+    refused: [{ eventId: 'impostor', seqn: 5, reason }],
+    last_seqn: 6,
+  })
   t.same(await storedSeqns(printer), [1, 3, 5, 6], 'the late event is in the log: a 200 means stored')
   t.match(await stateOf(printer), { high_water_seqn: 6, state: { rawStatus: 'RUNNING' } }, 'but the state did not go back to what it said')
   const again = await postBatch(farm, late)
-  t.same(again.json, first.json)
+  t.same(again.json.events.map((e: { outcome: string }) => e.outcome), ['duplicate', 'refused', 'duplicate'], 'a retry: stored ones are duplicates, the reused seqn is refused again')
+  t.match(again.json, { processed: 2, failed: 1 })
   t.same(await storedSeqns(printer), [1, 3, 5, 6])
 })
 
@@ -71,7 +92,7 @@ t.test('printer events - a job event the memory window forgot but the log holds 
   for (let b = 0; b < 3; b++) await postBatch(farm, batch(printer, Array.from({ length: 100 }, (_, i) => item(1 + b * 100 + i))))
   // Resent under a new seqn, long after: beyond the window of recent ids.
   const resent = await postEvent(farm, single(printer, 400, { type: 'job:start', eventId: 'job-start-1', data: { name: 'long print' } }))
-  t.same(resent.json, { success: true, jobId: start.json.jobId, message: 'stored' }, 'answered with the job it was stored with')
+  t.match(resent.json, { success: true, jobId: start.json.jobId, outcome: 'duplicate' }, 'answered with the job it was stored with')
   const jobs = await sql`select id, state from print_jobs where printer_id = ${printer}`
   t.same(jobs.map((j) => [j['id'], j['state']]), [[start.json.jobId, 'printing']], 'no second job, and the running one was not closed')
 })
@@ -148,22 +169,22 @@ t.test('printer events - moving a printer whose old host already used high seqns
   await postBatch(farm, batch(printer, [item(500)]))
   await request(farm.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: 'host-c' } })
   const res = await postBatch(farm, batch(printer, [item(0, { hostId: 'host-c', assignmentEpoch: 2, eventId: 'c-0' })]))
-  t.same(res.json, { success: true, processed: 1, failed: 0, refused: [] })
+  t.match(res.json, { success: true, processed: 1, failed: 0, refused: [], events: [{ eventId: 'c-0', outcome: 'applied' }], last_seqn: 0 })
 })
 
 t.test('printer events - the single route names its printer, stores once, and returns the job id of job events', async (t) => {
   const printer = await addPrinter(farm)
   const start = await postEvent(farm, single(printer, 1, { type: 'job:start', data: { name: 'gear.3mf' } }))
   t.equal(start.status, 200)
-  t.match(start.json, { success: true, jobId: Number, message: 'stored' })
+  t.match(start.json, { success: true, jobId: Number, outcome: 'applied', last_seqn: 1 })
   const update = await postEvent(farm, { ...single(printer, 2, { type: 'job:update', data: { progress: 10, printerId: printer } }), printerId: undefined })
   t.match(update.json, { success: true, jobId: start.json.jobId }, 'data.printerId names the printer too')
   const other = await postEvent(farm, single(printer, 3))
-  t.same(other.json, { success: true, jobId: null, message: 'stored' })
+  t.same(other.json, { success: true, jobId: null, message: 'stored and applied', outcome: 'applied', last_seqn: 3 })
   const again = await postEvent(farm, single(printer, 3, { deliveryAttempt: 2 }))
-  t.same(again.json, { success: true, jobId: null, message: 'stored' })
+  t.same(again.json, { success: true, jobId: null, message: 'already stored (an earlier delivery); nothing changed', outcome: 'duplicate', last_seqn: 3 })
   const startAgain = await postEvent(farm, single(printer, 1, { type: 'job:start', data: { name: 'gear.3mf' }, deliveryAttempt: 2 }))
-  t.same(startAgain.json, start.json, 'a retried job:start answers with the same job id')
+  t.match(startAgain.json, { success: true, jobId: start.json.jobId, outcome: 'duplicate' }, 'a retried job:start answers with the same job id')
   const nameless = await postEvent(farm, { ...single(printer, 4), printerId: undefined })
   t.equal(nameless.status, 400)
   t.match(nameless.json, { code: 'validation_failed', message: /printerId/ })

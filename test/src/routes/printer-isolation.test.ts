@@ -184,13 +184,31 @@ t.test("printer isolation - printer events naming another organization's printer
   await unchanged(t)
 })
 
+t.test("printer isolation - the read model: another organization's list leaves the printer out; get, history, acknowledge and delete are 404", async (t) => {
+  for (const [who, headers] of actingAsB) {
+    for (const query of ['', '?host_id=host-a', '?search=A-printer', '?search=SN-A', '?status=WAITING,COMPLETE,UNKNOWN,OFFLINE', '?online=false']) {
+      const res = await request(url, `/v1/printers${query}`, { headers })
+      t.equal(res.status, 200, `${who} ${query || '(no filter)'}: 200`)
+      t.notOk(ids(res).includes(printerA), `${who} ${query || '(no filter)'}: A's printer is not listed`)
+    }
+    notFound(t, await request(url, `/v1/printers/${printerA}`, { headers }), `${who} get`)
+    notFound(t, await request(url, `/v1/printers/${printerA}/events`, { headers }), `${who} history`)
+    notFound(t, await request(url, `/v1/printers/${printerA}/events?type=job:start&limit=1`, { headers }), `${who} history by type`)
+    notFound(t, await request(url, `/v1/printers/${printerA}/error/acknowledge`, { method: 'POST', headers, body: {} }), `${who} acknowledge`)
+    notFound(t, await request(url, `/v1/printer-config/${printerA}`, { method: 'DELETE', headers }), `${who} delete`)
+  }
+  const own = await request(url, '/v1/printers?host_id=host-a', { headers: farm.bridge })
+  t.same(ids(own), [printerA], "A's own bridge reads A's printer")
+  await unchanged(t)
+})
+
 t.test("printer isolation - after all of B's attempts, A's printer is as A left it", async (t) => {
   const now = await snapshotA()
   t.same(now, before)
   t.match(now.printer, { name: 'A-printer', host_id: 'host-a', assignment_epoch: 1, ip_address: '127.0.0.1', enabled: false, serial_number: 'SN-A-1', access_token: 'lan-code-a' })
   t.notMatch(JSON.stringify(now.state), /maintenance":true/, 'maintenance never turned on')
   const ok = await postBatch(farm, batch(printerA, [item(4)]))
-  t.same(ok.json, { success: true, processed: 1, failed: 0, refused: [] }, "A's bridge goes on at epoch 1")
+  t.match(ok.json, { success: true, processed: 1, failed: 0, refused: [], events: [{ eventId: 'ev-4', outcome: 'applied' }], last_seqn: 4 }, "A's bridge goes on at epoch 1")
 })
 
 t.test('printer isolation - a member of the organization reads its printers but cannot change them (403)', async (t) => {
@@ -203,6 +221,8 @@ t.test('printer isolation - a member of the organization reads its printers but 
   const read = await request(url, `/v1/printer-config/${printerA}`, { headers })
   t.equal(read.status, 200, 'a member reads')
   t.ok(ids(await request(url, '/v1/printer-config', { headers })).includes(printerA), 'a member lists')
+  t.equal((await request(url, `/v1/printers/${printerA}`, { headers })).status, 200, 'a member reads the state')
+  t.equal((await request(url, `/v1/printers/${printerA}/events`, { headers })).status, 200, 'a member reads the history')
 
   const attempts: [string, () => Promise<HttpResult>, boolean][] = [
     ['PATCH maintenance', () => request(url, `/v1/printers/${printerA}/maintenance`, { method: 'PATCH', headers, body: { maintenance: true } }), false],
@@ -214,6 +234,8 @@ t.test('printer isolation - a member of the organization reads its printers but 
     ['PATCH connection-status', () => request(url, `/v1/printer-config/${printerA}/connection-status`, { method: 'PATCH', headers, body: { is_connected: false, last_heartbeat: new Date().toISOString() } }), false],
     ['POST test-connection', () => request(url, `/v1/printer-config/${printerA}/test-connection`, { method: 'POST', headers }), false],
     ['POST filaments/assign', () => request(url, `/v1/printers/${printerA}/filaments/assign`, { method: 'POST', headers, body: { slots: [{ position: 0, materialType: 'TPU' }] } }), false],
+    ['POST error/acknowledge', () => request(url, `/v1/printers/${printerA}/error/acknowledge`, { method: 'POST', headers, body: {} }), false],
+    ['DELETE printer-config', () => request(url, `/v1/printer-config/${printerA}`, { method: 'DELETE', headers }), false],
   ]
   for (const [label, attempt, coded] of attempts) {
     const res = await attempt()

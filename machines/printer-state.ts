@@ -1,0 +1,401 @@
+/**
+ * What the service knows of one printer, and the pure reducer that folds a
+ * bridge event into it (DESIGN section 5b: the read model is kept by the
+ * printer's actor; this is its state and its rules).
+ *
+ * Reports (`status`, `printer:statusUpdate`, `printer:dataUpdate`,
+ * `printer:deltaUpdate`) are read by the adapter of the printer's type
+ * (protocol/printer-reports), which accepts the normalized form or the
+ * printer's own message; only what a report carries changes, so a partial
+ * report (a delta) merges into the last known state.
+ *
+ * Rules decided here:
+ * - A status word whose meaning is `error` records an error (the report's
+ *   own, or one named after the word) and never reads as ready; a healthy
+ *   word clears it, and so does an explicit "no error" (Bambu print_error 0)
+ *   while the standing word is healthy. An operator may acknowledge it.
+ * - A report saying the printer prints (or is paused) with no open job opens
+ *   one; a job:start that follows adopts it instead of opening a second.
+ *   finished / cancelled words end the open job; an error word ends it as
+ *   failed. A print that resumes after an error report (the same file) goes
+ *   on as the same job, so a printer's attention stop makes no ghost job.
+ * - An idle word does not end a job: a printer may still say idle for a
+ *   moment after the bridge started a print.
+ * - Jobs the reducer opens get placeholder ids (negative), which the actor
+ *   replaces with ids from the job sequence (`resolveJobIds`) before the
+ *   state is stored: the reducer stays pure and the store allocates ids.
+ */
+import { readPrinterReport, type Phase, type PrinterReport, type PrinterType } from '../protocol/printer-reports/index.js'
+import type { PrinterEventType } from '../protocol/printer-events.js'
+
+export type JobState = 'printing' | 'paused' | 'finished' | 'failed' | 'cancelled'
+
+export interface PrinterJob {
+  jobId: number
+  name: string | null
+  progress: number | null
+  state: JobState
+  startedAt: number
+  endedAt: number | null
+  remainingSeconds?: number | null
+  layer?: number | null
+  totalLayers?: number | null
+  /** Opened by a printer report rather than a bridge job:start (a job:start adopts it). */
+  openedByReport?: boolean
+}
+
+export interface PrinterError {
+  code: string
+  message: string | null
+  at: number
+}
+
+export interface Temperature {
+  actual: number | null
+  target: number | null
+}
+
+export interface Temperatures {
+  nozzle: Temperature
+  bed: Temperature
+  chamber: Temperature
+}
+
+export interface AmsSlot {
+  position: number
+  materialType: string | null
+  color: string | null
+  remaining: number | null
+  /** Set by POST /v1/printers/{id}/filaments/assign (the operator's or queue's choice); kept across AMS updates of the same slot. */
+  materialId?: string | null
+  vendor?: string | null
+}
+
+/** One slot of a filament assignment (SPEC part 4 group H). */
+export interface FilamentAssignment {
+  position: number
+  materialId?: string | null | undefined
+  materialType?: string | null | undefined
+  color?: string | null | undefined
+  vendor?: string | null | undefined
+}
+
+export interface PrinterContext {
+  printerId: string
+  /** Which adapter reads its native reports (configuration, not stored with the state). */
+  printerType: PrinterType
+  /**
+   * Every job the last transition created or changed, in its final state
+   * then, for the runtime to persist. Includes a job that was still running
+   * when a new job:start arrived, closed as failed at that moment (a printer
+   * runs one job at a time): no ghost job stays "printing" forever.
+   */
+  changedJobs: PrinterJob[]
+  /** Per event of the last transition (in order): the job it belongs to, or null. */
+  eventJobs: (number | null)[]
+  /** The job the last filament assignment was made for, if any. */
+  filamentJobId: number | null
+  /** Timestamp (bridge clock, ms) of the newest event applied. */
+  lastSeenAt: number | null
+  /** The printer's own status word from its last report, as sent. */
+  rawStatus: string | null
+  /** What that word means (null when unknown or never reported). */
+  phase: Phase | null
+  job: PrinterJob | null
+  /** The standing error, until a healthy report or an acknowledgement clears it. */
+  error: PrinterError | null
+  /**
+   * The code of the error an operator acknowledged, while the printer has not
+   * reported a healthy state since: a printer that keeps repeating the same
+   * failure word (Bambu's full reports say FAILED until the next print) does
+   * not raise it again; another code does.
+   */
+  acknowledgedError: string | null
+  temperatures: Temperatures
+  ams: AmsSlot[]
+  filamentRunout: boolean
+  maintenance: boolean
+}
+
+/** A bridge event as applied: its type, payload and time, and optionally the id a job it opens takes. */
+export interface BridgeEvent {
+  type: PrinterEventType
+  data: Record<string, unknown>
+  timestamp: number
+  jobId?: number | undefined
+}
+
+export const emptyTemperatures: Temperatures = {
+  nozzle: { actual: null, target: null },
+  bed: { actual: null, target: null },
+  chamber: { actual: null, target: null },
+}
+
+const healthy: ReadonlySet<Phase> = new Set(['idle', 'busy', 'printing', 'paused', 'finished', 'cancelled'])
+
+const reportTypes: ReadonlySet<PrinterEventType> = new Set(['status', 'printer:statusUpdate', 'printer:dataUpdate', 'printer:deltaUpdate'])
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v.slice(0, 500) : null)
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null)
+
+/** Records a job's new state in `changedJobs` (latest wins per job). */
+function withJobChange(changed: readonly PrinterJob[], job: PrinterJob): PrinterJob[] {
+  return [...changed.filter((j) => j.jobId !== job.jobId), job]
+}
+
+/** The id a job opened by this transition takes until the store gives it one: -1, -2, … */
+function placeholderId(context: PrinterContext): number {
+  return -1 - context.changedJobs.filter((j) => j.jobId < 0).length
+}
+
+const isOpen = (job: PrinterJob | null): job is PrinterJob => job !== null && job.endedAt === null
+/** The same test without narrowing: the caller goes on to look at an ended job. */
+const running = (job: PrinterJob | null): boolean => isOpen(job)
+
+/**
+ * One bridge event applied to a printer's context (pure). Unknown or
+ * malformed payload fields are ignored: a bridge event never invents state.
+ */
+export function applyPrinterEvent(context: PrinterContext, event: BridgeEvent): PrinterContext {
+  const data = event.data
+  let next: PrinterContext = { ...context, lastSeenAt: Math.max(context.lastSeenAt ?? 0, event.timestamp) }
+  if (reportTypes.has(event.type)) {
+    next = applyReport(next, readPrinterReport(context.printerType, data), event)
+  } else {
+    switch (event.type) {
+      case 'printer:error':
+        next = raise(next, str(data['code'] ?? data['errorCode']) ?? 'unknown', str(data['message']), event.timestamp)
+        break
+      case 'printer:amsUpdate': {
+        const slots = slotsFrom(data)
+        if (slots !== undefined) next.ams = keepAssignments(context.ams, slots)
+        break
+      }
+      case 'printer:filamentStateChanged': {
+        const runout = data['runout'] ?? data['filamentRunout']
+        if (typeof runout === 'boolean') next.filamentRunout = runout
+        break
+      }
+      case 'job:start':
+        next = startJob(next, event, str(data['name'] ?? data['fileName'] ?? data['file_name']))
+        break
+      case 'job:update': {
+        const report = readPrinterReport(context.printerType, data)
+        if (isOpen(next.job)) next.job = withProgress(next.job, report)
+        break
+      }
+      case 'job:pause':
+        if (next.job?.state === 'printing' && next.job.endedAt === null) next.job = { ...next.job, state: 'paused' }
+        break
+      case 'job:unpause':
+      case 'job:offlineRecovery':
+        if (isOpen(next.job)) next.job = { ...next.job, state: 'printing' }
+        break
+      case 'job:finish': {
+        if (!isOpen(next.job)) break
+        const cancelled = data['cancelled'] === true || data['result'] === 'cancelled' || data['status'] === 'cancelled'
+        const failed = !cancelled && (data['success'] === false || data['result'] === 'failed' || data['status'] === 'failed')
+        next = endJob(next, cancelled ? 'cancelled' : failed ? 'failed' : 'finished', event.timestamp)
+        if (failed) next = raise(next, 'job_failed', str(data['message'] ?? data['reason']) ?? `job ${next.job!.jobId} failed`, event.timestamp)
+        break
+      }
+      default:
+        break
+    }
+  }
+  if (next.job !== null && next.job !== context.job) next.changedJobs = withJobChange(next.changedJobs, next.job)
+  next.eventJobs = [...context.eventJobs, jobOfEvent(context.job, next.job, event.type)]
+  return next
+}
+
+/** A job:* event belongs to the job open before or after it; any other event only to a job it opened. */
+function jobOfEvent(before: PrinterJob | null, after: PrinterJob | null, type: PrinterEventType): number | null {
+  if (after === null) return null
+  const opened = before === null || before.jobId !== after.jobId
+  if (type.startsWith('job:')) return isOpen(before) || isOpen(after) || opened ? after.jobId : null
+  return opened ? after.jobId : null
+}
+
+/** A state report (normalized or native, already read by the type's adapter) merged into the state. */
+export function applyReport(context: PrinterContext, report: PrinterReport, event: BridgeEvent): PrinterContext {
+  let next: PrinterContext = { ...context }
+  if (report.temperatures !== undefined) next.temperatures = mergeTemperatures(context.temperatures, report.temperatures)
+  if (report.filaments !== undefined) {
+    const slots = report.filaments.map((f) => ({ position: f.slot, materialType: f.type, color: f.color_hex, remaining: f.remaining_percent }))
+    next.ams = keepAssignments(context.ams, slots)
+  }
+  if (report.status !== undefined) {
+    next.rawStatus = report.status
+    next.phase = report.phase ?? null
+  }
+  const phase = report.status !== undefined ? (report.phase ?? null) : context.phase
+  const at = event.timestamp
+
+  if (report.phase !== undefined) next = followPhase(next, report.phase, report, event, context.phase)
+  if (isOpen(next.job)) next.job = withProgress(next.job, report)
+
+  if (report.error !== undefined && report.error !== null) {
+    next = raise(next, report.error.code, report.error.message, at)
+  } else if (phase === 'error') {
+    // The word says error and the report names none: keep a standing one, else name it after the word.
+    if (context.error === null) next = raise(next, errorCodeOfWord(context.printerType, report.status ?? context.rawStatus ?? 'error'), report.status ?? context.rawStatus, at)
+  } else if (phase !== null && healthy.has(phase) && (report.phase !== undefined || report.error === null)) {
+    next.error = null
+    next.acknowledgedError = null
+  }
+  return next
+}
+
+/** Records an error, unless it is the one the operator acknowledged and the printer is still repeating. A standing error of the same code keeps its time. */
+function raise(context: PrinterContext, code: string, message: string | null, at: number): PrinterContext {
+  if (context.acknowledgedError === code) return context
+  return { ...context, error: { code, message, at: context.error?.code === code ? context.error.at : at } }
+}
+
+/** The operator's acknowledgement: the error no longer holds the printer in ERROR. */
+export function acknowledgeError(context: PrinterContext): PrinterContext {
+  return context.error === null ? context : { ...context, error: null, acknowledgedError: context.error.code }
+}
+
+/** What a word's meaning does to the job: open, resume, pause, end. */
+function followPhase(context: PrinterContext, phase: Phase, report: PrinterReport, event: BridgeEvent, previous: Phase | null): PrinterContext {
+  const job = context.job
+  const at = event.timestamp
+  switch (phase) {
+    case 'printing':
+    case 'paused': {
+      const state = phase
+      if (running(job)) return job!.state === state ? context : { ...context, job: { ...job!, state } }
+      // Back from an error stop with the same file: the same print goes on.
+      if (job !== null && job.state === 'failed' && job.openedByReport === true && previous === 'error' && (report.file_name ?? job.name) === job.name) {
+        return { ...context, job: { ...job, state, endedAt: null } }
+      }
+      return openJob(context, event, report.file_name ?? null, state, true)
+    }
+    case 'finished':
+      return running(job) ? endJob(context, 'finished', at) : context
+    case 'cancelled':
+      return running(job) ? endJob(context, 'cancelled', at) : context
+    case 'error':
+      return running(job) ? endJob(context, 'failed', at) : context
+    default:
+      return context
+  }
+}
+
+function startJob(context: PrinterContext, event: BridgeEvent, name: string | null): PrinterContext {
+  const job = context.job
+  // A report saw the print before the bridge's job:start: the start adopts that job.
+  if (isOpen(job) && job.openedByReport === true) {
+    return { ...context, error: null, acknowledgedError: null, job: { ...job!, name: name ?? job!.name, openedByReport: false } }
+  }
+  let next = context
+  if (running(job)) next = { ...next, changedJobs: withJobChange(next.changedJobs, { ...job!, state: 'failed', endedAt: event.timestamp }) }
+  next = openJob(next, event, name, 'printing', false)
+  return { ...next, error: null, acknowledgedError: null }
+}
+
+function openJob(context: PrinterContext, event: BridgeEvent, name: string | null, state: 'printing' | 'paused', byReport: boolean): PrinterContext {
+  const jobId = event.jobId ?? placeholderId(context)
+  const job: PrinterJob = { jobId, name, progress: 0, state, startedAt: event.timestamp, endedAt: null, remainingSeconds: null, layer: null, totalLayers: null }
+  if (byReport) job.openedByReport = true
+  return { ...context, job, changedJobs: withJobChange(context.changedJobs, job) }
+}
+
+function endJob(context: PrinterContext, state: 'finished' | 'failed' | 'cancelled', at: number): PrinterContext {
+  const job = context.job!
+  const ended: PrinterJob = { ...job, state, endedAt: at, progress: state === 'finished' ? 100 : job.progress, remainingSeconds: state === 'finished' ? 0 : (job.remainingSeconds ?? null) }
+  return { ...context, job: ended }
+}
+
+function withProgress(job: PrinterJob, report: PrinterReport): PrinterJob {
+  if (report.progress === undefined && report.remaining_seconds === undefined && report.layer === undefined && report.total_layers === undefined && report.file_name === undefined) return job
+  const next = { ...job }
+  if (report.progress !== undefined) next.progress = Math.min(100, Math.max(0, report.progress))
+  if (report.remaining_seconds !== undefined) next.remainingSeconds = report.remaining_seconds
+  if (report.layer !== undefined) next.layer = report.layer
+  if (report.total_layers !== undefined) next.totalLayers = report.total_layers
+  if (report.file_name !== undefined && next.name === null) next.name = report.file_name
+  return next
+}
+
+function mergeTemperatures(previous: Temperatures, reported: NonNullable<PrinterReport['temperatures']>): Temperatures {
+  const merge = (before: Temperature, t: { actual?: number | null; target?: number | null } | undefined): Temperature =>
+    t === undefined ? before : { actual: t.actual === undefined ? before.actual : t.actual, target: t.target === undefined ? before.target : t.target }
+  return { nozzle: merge(previous.nozzle, reported.nozzle), bed: merge(previous.bed, reported.bed), chamber: merge(previous.chamber, reported.chamber) }
+}
+
+/** `octoprint_offline_after_error` for OctoPrint's "Offline after error": a stable code a program can switch on. */
+export function errorCodeOfWord(printerType: PrinterType, word: string): string {
+  const slug = word.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_|_$/g, '').slice(0, 60)
+  return `${printerType}_${slug || 'error'}`
+}
+
+/** Replaces the placeholder ids of jobs this transition opened with ids from the job sequence. */
+export function resolveJobIds(context: PrinterContext, ids: ReadonlyMap<number, number>): PrinterContext {
+  if (ids.size === 0) return context
+  const real = (id: number) => ids.get(id) ?? id
+  return {
+    ...context,
+    job: context.job === null ? null : { ...context.job, jobId: real(context.job.jobId) },
+    changedJobs: context.changedJobs.map((j) => ({ ...j, jobId: real(j.jobId) })),
+    eventJobs: context.eventJobs.map((id) => (id === null ? null : real(id))),
+    filamentJobId: context.filamentJobId === null ? null : real(context.filamentJobId),
+  }
+}
+
+/** The placeholder ids the last transition handed out (jobs it opened), in order -1, -2, … */
+export function placeholderJobIds(context: PrinterContext): number[] {
+  const ids = new Set<number>()
+  for (const j of context.changedJobs) if (j.jobId < 0) ids.add(j.jobId)
+  if (context.job !== null && context.job.jobId < 0) ids.add(context.job.jobId)
+  return [...ids].sort((a, b) => b - a)
+}
+
+function slotsFrom(data: Record<string, unknown>): AmsSlot[] | undefined {
+  const slots = data['slots'] ?? data['trays']
+  if (!Array.isArray(slots)) return undefined
+  const seen = new Set<number>()
+  return slots.slice(0, 64).flatMap((raw, index) => {
+    if (raw === null || typeof raw !== 'object') return []
+    const s = raw as Record<string, unknown>
+    const position = num(s['position']) ?? index
+    // A slot is a whole number 0-63, once: anything else is not a slot.
+    if (!Number.isInteger(position) || position < 0 || position > 63 || seen.has(position)) return []
+    seen.add(position)
+    return [
+      {
+        position,
+        materialType: str(s['materialType'] ?? s['type']),
+        color: str(s['color'] ?? s['color_hex']),
+        remaining: num(s['remaining'] ?? s['remaining_percent']),
+      },
+    ]
+  })
+}
+
+/** An AMS report replaces the slots but keeps what was assigned to a slot that still holds the same material type. */
+export function keepAssignments(previous: readonly AmsSlot[], reported: AmsSlot[]): AmsSlot[] {
+  const byPosition = new Map(previous.map((s) => [s.position, s]))
+  return reported.map((slot) => {
+    const before = byPosition.get(slot.position)
+    if (before === undefined || (before.materialId == null && before.vendor == null)) return slot
+    if (slot.materialType !== null && before.materialType !== null && slot.materialType !== before.materialType) return slot
+    return { ...slot, materialId: before.materialId ?? null, vendor: before.vendor ?? null }
+  })
+}
+
+export function assignFilaments(previous: readonly AmsSlot[], assignments: readonly FilamentAssignment[]): AmsSlot[] {
+  const slots = new Map(previous.map((s) => [s.position, s]))
+  for (const a of assignments) {
+    const before = slots.get(a.position) ?? { position: a.position, materialType: null, color: null, remaining: null }
+    slots.set(a.position, {
+      ...before,
+      materialId: a.materialId === undefined ? (before.materialId ?? null) : a.materialId,
+      materialType: a.materialType === undefined ? before.materialType : a.materialType,
+      color: a.color === undefined ? before.color : a.color,
+      vendor: a.vendor === undefined ? (before.vendor ?? null) : a.vendor,
+    })
+  }
+  return [...slots.values()].sort((x, y) => x.position - y.position)
+}
