@@ -151,7 +151,10 @@
       const p = f.data.printer
       if (p && p.removed) remove(p.id)
       else if (p) render(p)
-      if (f.data.printers) for (const q of f.data.printers) render(q)
+      for (const q of f.data.printers || []) {
+        if (q.removed) remove(q.id)
+        else render(q)
+      }
     }
   }
 

@@ -56,6 +56,18 @@ export interface LiveRemoval {
   printerId: string
 }
 
+/** What a listener hears: this printer changed or was removed. */
+export interface PrinterTouched {
+  organizationId: string
+  printerId: string
+}
+
+/** A deleted printer as the `printers` topic shows it. */
+export interface PrinterRemoved {
+  id: string
+  removed: true
+}
+
 export function liveChangeOf(change: PrinterChange, now: number): LiveChange {
   return {
     organizationId: change.view.organizationId,
@@ -75,7 +87,9 @@ export class LiveHub {
   readonly #streams = new Map<string, Stream>()
   /** Latest state of every printer heard of, per organization (what a lagging client gets, coalesced). */
   readonly #latest = new Map<string, Map<string, PrinterState>>()
-  readonly #listeners = new Set<(change: LiveChange) => void>()
+  /** Printers deleted since the node started, per organization (a lagging client's coalesced frame must say so). */
+  readonly #removed = new Map<string, Set<string>>()
+  readonly #listeners = new Set<(touched: PrinterTouched) => void>()
   published = 0
 
   constructor(options: HubOptions) {
@@ -92,18 +106,24 @@ export class LiveHub {
     if (latest === undefined) this.#latest.set(org, (latest = new Map()))
     const printer = change.printer
     latest.set(printer.id, printer)
+    this.#removed.get(org)?.delete(printer.id)
     this.#publish(org, 'printers', { printer })
     this.#publish(org, `printer:${printer.id}`, { printer, events: change.events })
     for (const job of change.jobs) this.#publish(org, 'jobs', { job })
-    for (const listener of this.#listeners) listener(change)
+    for (const listener of this.#listeners) listener({ organizationId: org, printerId: printer.id })
   }
 
   /** A printer was deleted: dashboards drop its tile. */
   printerRemoved(removal: LiveRemoval): void {
-    this.#latest.get(removal.organizationId)?.delete(removal.printerId)
+    const org = removal.organizationId
+    this.#latest.get(org)?.delete(removal.printerId)
+    let removed = this.#removed.get(org)
+    if (removed === undefined) this.#removed.set(org, (removed = new Set()))
+    removed.add(removal.printerId)
     const printer = { id: removal.printerId, removed: true }
-    this.#publish(removal.organizationId, 'printers', { printer })
-    this.#publish(removal.organizationId, `printer:${removal.printerId}`, { printer, events: [] })
+    this.#publish(org, 'printers', { printer })
+    this.#publish(org, `printer:${removal.printerId}`, { printer, events: [] })
+    for (const listener of this.#listeners) listener({ organizationId: org, printerId: removal.printerId })
   }
 
   /** A status display changed (registration, binding, target, capability); `display` is its whole live view, or `{id, deleted: true}`. */
@@ -111,8 +131,8 @@ export class LiveHub {
     this.#publish(organizationId, 'displays', { display })
   }
 
-  /** Told of every change after it was published (lagging sockets record what they missed). */
-  onChange(listener: (change: LiveChange) => void): () => void {
+  /** Told of every printer changed or removed, after it was published (lagging sockets record what they missed). */
+  onChange(listener: (touched: PrinterTouched) => void): () => void {
     this.#listeners.add(listener)
     return () => this.#listeners.delete(listener)
   }
@@ -126,10 +146,15 @@ export class LiveHub {
     }
   }
 
-  latestPrinters(organizationId: string, ids: Iterable<string>): PrinterState[] {
+  /** The latest state of each printer, or `{id, removed: true}` for one deleted since. */
+  latestPrinters(organizationId: string, ids: Iterable<string>): (PrinterState | PrinterRemoved)[] {
     const latest = this.#latest.get(organizationId)
-    if (latest === undefined) return []
-    return [...ids].flatMap((id) => (latest.has(id) ? [latest.get(id)!] : []))
+    const removed = this.#removed.get(organizationId)
+    return [...ids].flatMap((id): (PrinterState | PrinterRemoved)[] => {
+      const state = latest?.get(id)
+      if (state !== undefined) return [state]
+      return removed?.has(id) === true ? [{ id, removed: true }] : []
+    })
   }
 
   /** Makes sure a topic buffers from now on (a subscription about to read its snapshot must not miss what follows). */

@@ -29,7 +29,7 @@ import type { TemplatedApp } from '../http/uws.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import { translateStoreError } from '../storage/errors.js'
-import { uwsTopic, type LiveChange, type LiveHub } from './hub.js'
+import { uwsTopic, type LiveHub, type PrinterTouched } from './hub.js'
 import type { Snapshots } from './snapshots.js'
 
 type Encoding = 'json' | 'msgpack'
@@ -329,12 +329,12 @@ export class LiveServer {
     socket.unsubscribe(uwsTopic(data.encoding === 'json' ? 'j' : 'm', data.organizationId, topic))
   }
 
-  #noteForLagging(change: LiveChange): void {
+  #noteForLagging(touched: PrinterTouched): void {
     for (const socket of this.#lagging) {
       const data = socket.getUserData()
-      if (data.lagging === null || data.organizationId !== change.organizationId || !data.topics.has('printers')) continue
+      if (data.lagging === null || data.organizationId !== touched.organizationId || !data.topics.has('printers')) continue
       if (data.lagging.resync) continue
-      data.lagging.dirty.add(change.printer.id)
+      data.lagging.dirty.add(touched.printerId)
       if (data.lagging.dirty.size > this.#o.maxDirty) {
         data.lagging.resync = true
         data.lagging.dirty.clear()

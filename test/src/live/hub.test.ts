@@ -56,10 +56,10 @@ t.test('live hub - the latest state per printer is kept, a new name included (a 
   t.match(hub.latestPrinters(org, ['p3', 'unknown']), [{ id: 'p3', name: 'Bay 3 (renamed)', raw_status: 'third' }])
 })
 
-t.test('live hub - a deleted printer is announced on the printers topic and forgotten', async (t) => {
+t.test('live hub - a deleted printer is announced on the printers topic, its state forgotten, and named as removed to a client that caught up late', async (t) => {
   const { hub, sent } = setup(new Set([`j/${org}/printers`]))
   hub.printerChanged(change('p4'))
   hub.printerRemoved({ organizationId: org, printerId: 'p4' })
   t.match(JSON.parse(sent.at(-1)!.message as string), { topic: 'printers', data: { printer: { id: 'p4', removed: true } } })
-  t.same(hub.latestPrinters(org, ['p4']), [])
+  t.same(hub.latestPrinters(org, ['p4']), [{ id: 'p4', removed: true }])
 })

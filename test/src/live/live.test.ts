@@ -155,7 +155,7 @@ t.test('live feed - bad frames get an error frame naming the problem; the connec
   t.match((await person.next((f) => f.op === 'snapshot' && f.topic === 'jobs')).data, { jobs: Array })
 })
 
-t.test('live feed - a client that stops reading is taken off its topics and gets the latest state, coalesced, once it reads again; a fast client misses nothing', async (t) => {
+t.test('live feed - a client that stops reading is taken off its topics and gets the latest state, coalesced, once it reads again (deletions included); a fast client misses nothing', async (t) => {
   const fast = await open(t)
   const slow = await open(t)
   for (const c of [fast, slow]) {
@@ -170,8 +170,14 @@ t.test('live feed - a client that stops reading is taken off its topics and gets
   const hub = svc.services.live.hub
   const total = 3_000
   const metrics = async () => (await request(svc.url, '/metrics')).text
+  const deleted = ids[(total - 2) % ids.length]!
   for (let i = 0; i < total; i++) {
     const id = ids[i % ids.length]!
+    // The next-to-last change is a deletion: the slow client must not keep that tile.
+    if (i === total - 2) {
+      hub.printerRemoved({ organizationId: farm.orgId, printerId: id })
+      continue
+    }
     hub.printerChanged({
       organizationId: farm.orgId,
       printer: printerState(id, { raw_status: `step ${i}`, error: { code: 'E', message: padding, at: new Date(i).toISOString() } }),
@@ -193,6 +199,11 @@ t.test('live feed - a client that stops reading is taken off its topics and gets
   const byId = new Map((merged.data.printers as { id: string; raw_status: string }[]).map((p) => [p.id, p.raw_status]))
   t.equal(byId.get(ids[(total - 1) % ids.length]!), `step ${total - 1}`, 'latest state wins')
   t.ok(byId.size <= ids.length, 'one entry per printer, not one per change')
+  t.same(
+    (merged.data.printers as { id: string }[]).find((p) => p.id === deleted),
+    { id: deleted, removed: true },
+    'a printer deleted while the client lagged is named as removed',
+  )
   hub.printerChanged({ organizationId: farm.orgId, printer: printerState(ids[0]!, { online: false, status: 'OFFLINE', raw_status: 'after' }), events: [], jobs: [] })
   const after = await slow.next((f) => f.op === 'event' && f.data.printer?.raw_status === 'after', 30_000)
   t.equal(after.seq, last.seq! + 1, 'back on the topic, in sequence again')
