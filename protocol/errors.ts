@@ -41,7 +41,7 @@ export const errorCodes = {
   },
   payload_too_large: {
     status: 413,
-    description: 'The body is larger than the configured limit (BODY_LIMIT_BYTES). Split the request.',
+    description: 'The body is larger than the configured limit (BODY_LIMIT_BYTES; for uploads UPLOAD_LIMIT_BYTES). Split the request, or ask the operator to raise the limit.',
   },
   route_not_found: {
     status: 404,
@@ -239,6 +239,48 @@ export const errorCodes = {
   signal_profile_target_healthy: {
     status: 409,
     description: 'Retry asked for a target with no recorded error: delivery is already going on (or done).',
+  },
+  model_not_found: {
+    status: 404,
+    description: 'No model with that id in this organization (or it was deleted). List them with GET /v1/models.',
+  },
+  file_not_found: {
+    status: 404,
+    description: 'No file with that id in this organization, or it was deleted (restore it with POST /v1/files/{fileId}/restore).',
+  },
+  file_deleted: {
+    status: 409,
+    description: 'The file is deleted: restore it first (POST /v1/files/{fileId}/restore).',
+  },
+  file_purged: {
+    status: 409,
+    description: "The file's bytes were removed after its deletion grace period (FILE_DELETE_GRACE_DAYS); it cannot be restored. Upload it again.",
+  },
+  model_unavailable: {
+    status: 409,
+    description: "The file's model is deleted: restore the model (POST /v1/models/{modelId}/restore) before restoring its files.",
+  },
+  command_not_found: {
+    status: 404,
+    description: 'No reprocess command with that id for this file. Use the command_id POST …/reprocess answered.',
+  },
+  multipart_invalid: {
+    status: 400,
+    description:
+      'The upload is not a usable multipart/form-data body: send Content-Type multipart/form-data with exactly one part named file (and optionally a tags field). The message says what was wrong.',
+  },
+  download_url_invalid: {
+    status: 403,
+    description: 'The signed download URL has expired or was altered. Ask for a new one with GET /v1/files/{fileId}/download-url.',
+  },
+  range_not_satisfiable: {
+    status: 416,
+    description: 'The Range header asks for bytes outside the file. The Content-Range header of the answer gives its size.',
+  },
+  file_storage_unavailable: {
+    status: 503,
+    description: 'File storage (the data directory or the S3 bucket) did not answer. Nothing was stored; retry after the Retry-After delay.',
+    retryable: true,
   },
   MQTT_DISPLAY_NOT_CONFIGURED: {
     status: 503,

@@ -55,6 +55,25 @@ export interface Config {
   eventRetentionDays: number
   /** Printer actors kept in memory at most (idle ones are passivated first). */
   printerActorsMax: number
+  /** Largest file one upload may carry (413 above). */
+  uploadLimitBytes: number
+  /** Days a soft-deleted file's bytes are kept before the sweep removes them. */
+  fileDeleteGraceDays: number
+  /** S3-compatible object storage for model files; undefined → the file system under dataDir/files. */
+  filesS3: FilesS3Settings | undefined
+}
+
+export interface FilesS3Settings {
+  /** e.g. https://s3.eu-west-1.amazonaws.com or http://minio.lan:9000 */
+  endpoint: string
+  bucket: string
+  region: string
+  accessKeyId: string
+  secretAccessKey: string
+  /** Key prefix inside the bucket ('' or ending with '/'), so several deployments can share one bucket. */
+  prefix: string
+  /** true → endpoint/bucket/key (MinIO and most self-hosted stores); false → bucket.endpoint/key (AWS). */
+  forcePathStyle: boolean
 }
 
 export class ConfigError extends StartupProblem {
@@ -99,6 +118,15 @@ export const configVariables = [
   'NODE_ID',
   'SHARD_LEASE_MS',
   'FORWARD_TIMEOUT_MS',
+  'UPLOAD_LIMIT_BYTES',
+  'FILE_DELETE_GRACE_DAYS',
+  'FILES_S3_ENDPOINT',
+  'FILES_S3_BUCKET',
+  'FILES_S3_REGION',
+  'FILES_S3_ACCESS_KEY_ID',
+  'FILES_S3_SECRET_ACCESS_KEY',
+  'FILES_S3_PREFIX',
+  'FILES_S3_PATH_STYLE',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -216,6 +244,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const shardLeaseMs = integer('SHARD_LEASE_MS', 10_000, 1_000, 300_000)
   const forwardTimeoutMs = integer('FORWARD_TIMEOUT_MS', 10_000, 100, 300_000)
 
+  const uploadLimitBytes = integer('UPLOAD_LIMIT_BYTES', 1024 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024)
+  const fileDeleteGraceDays = integer('FILE_DELETE_GRACE_DAYS', 30, 0, 3_650)
+  const filesS3 = filesS3Settings(read, url, problems)
+
   if (problems.length) throw new ConfigError(problems)
   return {
     port,
@@ -247,7 +279,40 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     nodeId,
     shardLeaseMs,
     forwardTimeoutMs,
+    uploadLimitBytes,
+    fileDeleteGraceDays,
+    filesS3,
   }
+}
+
+type ConfigVariable = (typeof configVariables)[number]
+
+/** FILES_S3_ENDPOINT switches files to S3; the bucket and both keys must come with it. */
+function filesS3Settings(
+  read: (name: ConfigVariable) => string | undefined,
+  url: (name: ConfigVariable, protocols: readonly string[]) => string | undefined,
+  problems: string[],
+): FilesS3Settings | undefined {
+  const others = ['FILES_S3_BUCKET', 'FILES_S3_REGION', 'FILES_S3_ACCESS_KEY_ID', 'FILES_S3_SECRET_ACCESS_KEY', 'FILES_S3_PREFIX', 'FILES_S3_PATH_STYLE'] as const
+  const endpoint = url('FILES_S3_ENDPOINT', ['http:', 'https:'])
+  if (endpoint === undefined) {
+    const stray = others.filter((name) => read(name) !== undefined)
+    if (stray.length > 0 && read('FILES_S3_ENDPOINT') === undefined) problems.push(`${stray.join(', ')} apply only with FILES_S3_ENDPOINT (files are on the file system without it)`)
+    return undefined
+  }
+  const bucket = read('FILES_S3_BUCKET')
+  const accessKeyId = read('FILES_S3_ACCESS_KEY_ID')
+  const secretAccessKey = read('FILES_S3_SECRET_ACCESS_KEY')
+  for (const [name, value] of [['FILES_S3_BUCKET', bucket], ['FILES_S3_ACCESS_KEY_ID', accessKeyId], ['FILES_S3_SECRET_ACCESS_KEY', secretAccessKey]] as const) {
+    if (value === undefined) problems.push(`${name} is required with FILES_S3_ENDPOINT`)
+  }
+  if (bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) problems.push(`FILES_S3_BUCKET must be an S3 bucket name (3-63 lower-case letters, digits, '.', '-'), got '${bucket}'`)
+  const prefix = read('FILES_S3_PREFIX') ?? ''
+  if (prefix !== '' && !/^([A-Za-z0-9._-]+\/)+$/.test(prefix)) problems.push(`FILES_S3_PREFIX must be path segments each ending with '/', like 'printfarm/', got '${prefix}'`)
+  const pathStyle = read('FILES_S3_PATH_STYLE') ?? 'true'
+  if (pathStyle !== 'true' && pathStyle !== 'false') problems.push(`FILES_S3_PATH_STYLE must be 'true' or 'false', got '${pathStyle}'`)
+  if (bucket === undefined || accessKeyId === undefined || secretAccessKey === undefined) return undefined
+  return { endpoint: endpoint.replace(/\/+$/, ''), bucket, region: read('FILES_S3_REGION') ?? 'us-east-1', accessKeyId, secretAccessKey, prefix, forcePathStyle: pathStyle === 'true' }
 }
 
 /** Never echo a password from a connection string back into a log or error. */

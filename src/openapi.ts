@@ -47,8 +47,13 @@ function security(route: Route<RouteSchemas, unknown>): Json[] {
       return []
     case 'user':
       return [{ bearerAuth: [] }]
-    case 'organization':
-      return route.auth.scope === null ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [route.auth.scope] }]
+    case 'organization': {
+      if (route.auth.scope === null) return [{ bearerAuth: [] }]
+      const scopes = typeof route.auth.scope === 'string' ? [route.auth.scope] : route.auth.scope
+      const keyed = [{ bearerAuth: [] }, ...scopes.map((scope) => ({ apiKey: [scope] }))]
+      // A signed URL needs no credential: the empty requirement says so.
+      return route.auth.signedUrl === true ? [...keyed, {}] : keyed
+    }
   }
 }
 
@@ -118,7 +123,9 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       parameters: [...parameters(route.schemas.params, 'path'), ...parameters(route.schemas.query, 'query')],
       ...(route.schemas.body
         ? { requestBody: { required: !route.emptyBodyAllowed, content: { 'application/json': { schema: plain(route.schemas.body) } } } }
-        : {}),
+        : route.streamBody !== undefined
+          ? { requestBody: { required: true, content: { [route.streamBody.contentType]: { schema: plain(route.streamBody.schema) } } } }
+          : {}),
       responses,
     }
     ;(paths[route.path] ??= {})[route.method.toLowerCase()] = operation

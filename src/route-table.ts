@@ -14,7 +14,7 @@ function caller(route: Route<RouteSchemas, unknown>): [string, string] {
     case 'user':
       return ['signed-in person', 'not accepted']
     case 'organization':
-      return [auth.admin === true ? 'organization admin' : 'organization member', auth.scope === null ? 'not accepted' : `\`${auth.scope}\``]
+      return [auth.admin === true ? 'organization admin' : 'organization member', auth.scope === null ? 'not accepted' : scopeList(auth.scope)]
   }
 }
 
@@ -25,4 +25,8 @@ export function renderRouteTable(routes: readonly Route<RouteSchemas, unknown>[]
     return `| \`${route.method} ${route.path}\` | ${who} | ${scope} |`
   })
   return ['| route | who may call it (session) | API key scope |', '|---|---|---|', ...rows].join('\n')
+}
+
+function scopeList(scope: string | readonly string[]): string {
+  return (typeof scope === 'string' ? [scope] : scope).map((s) => `\`${s}\``).join(' or ')
 }

@@ -51,6 +51,10 @@ import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
 import { signalProfileRoutes } from './routes/signal-profiles.js'
 import { displayRoutes } from './routes/displays.js'
+import { modelRoutes } from './routes/models.js'
+import { fileRoutes } from './routes/files.js'
+import { modelFileRoutes } from './routes/model-files.js'
+import { createFileNode, type FileNode } from './files/index.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
 import { startDisplayNode, type DisplayNode } from './displays/index.js'
@@ -88,7 +92,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -108,6 +112,7 @@ interface Core {
   readonly printers: RoutedPrinters
   readonly mqtt: MqttConnection
   readonly displayNode: DisplayNode
+  readonly files: FileNode
 }
 
 /** The live feed with its relay to other nodes (when Redis is configured). */
@@ -201,9 +206,12 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder, clock })
   parts.add(() => displayNode.stop())
   const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
+  const files = createFileNode(config, db, sealedBox, logger, metrics)
+  files.start()
+  parts.add(() => files.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode }
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -303,6 +311,7 @@ function wireServices(
     live,
     profiles: new ProfileStore(db.sql),
     displays: core.displayNode,
+    files: core.files,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),
@@ -342,6 +351,7 @@ async function stopNode(config: Config, logger: Logger, core: Core, live: Live, 
     // Actors finish their messages and the group commit writes its last flush before the store closes.
     await core.displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
     await core.printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
+    await core.files.close().catch((error: unknown) => logger.warn('file workers stop failed', { error }))
     // Handoff: the actors drained and the group commit flushed above; only now are the leases
     // released, so the next owner hydrates after this node's last write.
     await core.directory.stop().catch((error: unknown) => logger.warn('releasing the shards failed; they expire by themselves', { error }))

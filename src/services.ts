@@ -19,6 +19,7 @@ import type { Clock } from '../actors/clock.js'
 import type { LiveFeed } from './live/index.js'
 import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
+import type { FileNode } from './files/index.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -50,6 +51,8 @@ export interface Services {
   readonly profiles: ProfileStore
   /** Status displays: store, actors, MQTT gateway, status feed. */
   readonly displays: DisplayNode
+  /** Models and their files: storage, uploads, signed downloads. */
+  readonly files: FileNode
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

@@ -54,7 +54,7 @@ const mayImport: Record<(typeof layers)[number], readonly string[]> = {
 }
 /** Packages a layer may use; anything else (and every node: built-in) is I/O. */
 const purePackages: Record<'protocol' | 'machines', readonly string[]> = {
-  protocol: ['@sinclair/typebox', 'ajv', 'ajv-formats'],
+  protocol: ['@sinclair/typebox', 'ajv', 'ajv-formats', 'fast-xml-parser'],
   machines: ['xstate', '@sinclair/typebox'],
 }
 /** I/O clients only src/ may touch (ioredis joins actors/ with the Redis shard directory). */

@@ -37,7 +37,10 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     if (requested !== undefined && requested.toLowerCase() !== key.organizationId) {
       throw new ServiceError('organization_not_found', 'the API key belongs to another organization')
     }
-    if (!key.scopes.has(auth.scope)) throw new ServiceError('insufficient_scope', `this route needs the scope ${auth.scope}`)
+    const accepted = typeof auth.scope === 'string' ? [auth.scope] : auth.scope
+    if (!accepted.some((s) => key.scopes.has(s))) {
+      throw new ServiceError('insufficient_scope', `this route needs the scope ${accepted.join(' or ')}`)
+    }
     return { kind: 'api_key', keyId: key.id, organizationId: key.organizationId, scopes: key.scopes }
   }
 

@@ -27,7 +27,8 @@ export class RequestAborted extends Error {
   }
 }
 
-export function payloadTooLarge(limitBytes: number): ServiceError {
+export function payloadTooLarge(limitBytes: number, limitName?: string): ServiceError {
+  if (limitName !== undefined) return new ServiceError('payload_too_large', `the upload exceeds the limit of ${limitBytes} bytes (${limitName})`)
   return new ServiceError('payload_too_large', `the request body exceeds the limit of ${limitBytes} bytes`)
 }
 

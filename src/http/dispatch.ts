@@ -15,7 +15,8 @@ import { ServiceError } from '../../protocol/errors.js'
 import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
 import type { Logger } from '../log.js'
 import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
-import { readBody } from './body.js'
+import { payloadTooLarge, readBody } from './body.js'
+import { RequestBodyStream } from './body-stream.js'
 import { CorsPolicy } from './cors.js'
 import { Exchange } from './exchange.js'
 import { isBodyMethod, type Principal, type Reply, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
@@ -177,7 +178,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     }
     const rawParsedQuery = parseQuery(rawQuery)
     // Without a body, a credential or an asynchronous handler, the whole exchange completes in this callback.
-    const run = (body: unknown, principal: Principal): void => {
+    const run = (body: unknown, principal: Principal, bodyStream?: RequestBodyStream): void => {
       if (principal.kind === 'api_key') {
         exchange.apiKeyId = principal.keyId
         // Read while `res` is valid: the usage log needs it after the response has ended.
@@ -194,6 +195,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
         headers,
         requestId,
         principal,
+        bodyStream,
         get remoteAddress() {
           return exchange.remoteAddress
         },
@@ -203,8 +205,21 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     try {
       const isPublic = route.auth.kind === 'public'
       if (!isBodyMethod(method as HttpMethod)) {
-        if (isPublic) return run(undefined, anonymous)
+        if (isPublic || (route.auth.kind === 'organization' && route.auth.signedUrl === true && rawParsedQuery['signature'] !== undefined)) {
+          return run(undefined, anonymous)
+        }
         authenticate(route.auth, headers, rawParsedQuery).then((principal) => run(undefined, principal)).catch(onError)
+        return
+      }
+      if (route.streamBody !== undefined) {
+        const stream = openBodyStream(res, exchange, route.streamBody, route.streamBody.limitBytes(services), declaredLength)
+        stream.once('end', () => (bodyRead = true))
+        authenticate(route.auth, headers, rawParsedQuery)
+          .then((principal) => run(undefined, principal, stream))
+          .catch((error: unknown) => {
+            stream.destroy()
+            onError(error)
+          })
         return
       }
       // The body is read from the start (uWS hands out chunks only to a reader already attached);
@@ -244,6 +259,21 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
       return draining
     },
   }
+}
+
+/** The body stays on the socket: the handler reads it as a stream once the credential checks out. */
+function openBodyStream(
+  res: HttpResponse,
+  exchange: Exchange,
+  spec: { overheadBytes: number; limitName: string },
+  limitBytes: number,
+  declaredLength: number | undefined,
+): RequestBodyStream {
+  const tooLarge = (): ServiceError => payloadTooLarge(limitBytes, spec.limitName)
+  if (declaredLength !== undefined && declaredLength > limitBytes + spec.overheadBytes) throw tooLarge()
+  const stream = new RequestBodyStream(res, limitBytes + spec.overheadBytes, () => !exchange.aborted && !exchange.done, tooLarge)
+  exchange.onAbort = () => stream.abort()
+  return stream
 }
 
 /** OPTIONS (the allowed methods, and a CORS preflight's answer) or a method no route has. */

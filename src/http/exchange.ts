@@ -6,6 +6,7 @@
  * After an abort, or once the response ended, `res` is never touched again
  * (DESIGN section 7): every write goes through `send`, which checks both.
  */
+import type { Readable } from 'node:stream'
 import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCode, type ErrorCodeInfo } from '../../protocol/errors.js'
 import type { Logger } from '../log.js'
 import { translateStoreError } from '../storage/errors.js'
@@ -119,8 +120,93 @@ export class Exchange implements RequestLifecycle {
     if (reply === null || typeof reply !== 'object') throw new TypeError('a route handler returned no reply object')
     const status = reply.status ?? 200
     const headers = reply.headers === undefined ? noHeaders : Object.entries(reply.headers)
+    if (reply.stream !== undefined) return this.#sendStream(status, reply.contentType ?? 'application/octet-stream', headers, reply.stream.body, reply.stream.size)
     if (reply.raw !== undefined) this.send(status, reply.raw, reply.contentType ?? 'application/octet-stream', headers, false)
     else this.send(status, reply.body === undefined ? undefined : JSON.stringify(reply.body), reply.contentType ?? jsonContentType, headers, false)
+  }
+
+  /**
+   * Streams `body` (exactly `size` bytes) with uWS backpressure: a chunk the
+   * socket cannot take now pauses the source until onWritable says it drained,
+   * so a slow client never makes the server hold a file in memory. A source
+   * failing after the headers went out can only cut the connection.
+   */
+  #sendStream(status: number, contentType: string, extra: readonly [string, string][], body: Readable, size: number): void {
+    if (this.aborted || this.done) {
+      body.destroy()
+      return
+    }
+    const headers = this.#headers(contentType, extra)
+    const res = this.res
+    const close = this.host.draining
+    if (this.method === 'HEAD' || size === 0) {
+      body.destroy()
+      res.cork(() => {
+        res.writeStatus(statusLine(status))
+        for (const [name, value] of headers) res.writeHeader(name, value)
+        if (this.method === 'HEAD') res.endWithoutBody(size, close)
+        else res.end('', close)
+      })
+      return this.#finish(status)
+    }
+    res.cork(() => {
+      res.writeStatus(statusLine(status))
+      for (const [name, value] of headers) res.writeHeader(name, value)
+    })
+    const previousAbort = this.onAbort
+    this.onAbort = () => {
+      previousAbort?.()
+      body.destroy()
+    }
+    let pending: { chunk: Buffer; offset: number } | undefined
+    const write = (chunk: Buffer, offset: number): boolean => {
+      let result: [boolean, boolean] = [false, false]
+      res.cork(() => {
+        result = res.tryEnd(chunk, size)
+      })
+      const [ok, done] = result
+      if (done) {
+        body.destroy()
+        this.#finish(status)
+        return true
+      }
+      if (!ok) pending = { chunk, offset }
+      return ok
+    }
+    res.onWritable((offset) => {
+      if (pending === undefined || this.done || this.aborted) return true
+      const { chunk, offset: start } = pending
+      pending = undefined
+      const ok = write(chunk.subarray(offset - start), offset)
+      if (ok && !this.done) body.resume()
+      return ok
+    })
+    body.on('data', (chunk: Buffer) => {
+      if (this.done || this.aborted) return
+      if (!write(chunk, res.getWriteOffset())) body.pause()
+    })
+    body.on('error', (error) => {
+      if (this.done || this.aborted) return
+      this.host.logger.warn('a streamed response failed after its headers were sent; closing the connection', { requestId: this.requestId, error })
+      res.close()
+    })
+    body.on('end', () => {
+      if (this.done || this.aborted || pending !== undefined) return
+      // The source ended short of `size`: the response can never complete.
+      this.host.logger.warn('a streamed response ended short of its length; closing the connection', { requestId: this.requestId })
+      res.close()
+    })
+  }
+
+  #headers(contentType: string, extra: Iterable<[string, string]>): [string, string][] {
+    const headers: [string, string][] = [['content-type', contentType], ['x-request-id', this.requestId]]
+    if (this.origin !== undefined || this.host.cors.variesByOrigin) headers.push(...this.host.cors.responseHeaders(this.origin))
+    for (const [name, value] of extra) {
+      const text = String(value)
+      if (/[\r\n]/.test(name) || /[\r\n]/.test(text)) throw new TypeError(`header ${JSON.stringify(name)} has a line break in its name or value`)
+      headers.push([name, text])
+    }
+    return headers
   }
 
   /** Maps anything thrown to a coded JSON error; never lets a cause leak to the client. */

@@ -4,6 +4,7 @@
  * validators and the OpenAPI document are all derived from it.
  */
 import type { Static, TSchema } from '@sinclair/typebox'
+import type { Readable } from 'node:stream'
 import type { ErrorCode } from '../../protocol/errors.js'
 import type { HttpMethod } from './router.js'
 
@@ -27,6 +28,8 @@ export interface RouteRequest<S extends RouteSchemas = RouteSchemas> {
   readonly remoteAddress: string
   /** Resolved from the credential before the handler runs; its kind follows the route's `auth`. */
   readonly principal: Principal
+  /** The unread body, for a route with `streamBody` (undefined for every other route). */
+  readonly bodyStream?: Readable
 }
 
 export interface Reply {
@@ -37,6 +40,8 @@ export interface Reply {
   raw?: string | Uint8Array
   contentType?: string
   headers?: Record<string, string>
+  /** A body streamed with backpressure (file downloads): exactly `size` bytes. */
+  stream?: { body: Readable; size: number }
 }
 
 export interface ResponseDoc {
@@ -53,12 +58,19 @@ export interface ResponseDoc {
  *   (or an `organizationId` query parameter) or, when the caller has only one,
  *   that one; `admin` routes need the admin role of a signed-in person.
  *   `scope` is what an API key must carry for it (an API key stands in for
- *   the admin role where it holds the scope); `null` means people only.
+ *   the admin role where it holds the scope); a list means any one of them;
+ *   `null` means people only.
  */
 export type RouteAuth =
   | { kind: 'public'; reason: string }
   | { kind: 'user' }
-  | { kind: 'organization'; scope: string | null; admin?: boolean }
+  | {
+      kind: 'organization'
+      scope: string | readonly string[] | null
+      admin?: boolean
+      /** A request carrying a `signature` query parameter comes in as anonymous: the handler checks the signature instead (signed download URLs). */
+      signedUrl?: boolean
+    }
 
 /** Who is calling, once the credential was checked. */
 export type Principal =
@@ -78,6 +90,19 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   /** Who may call it, in words, where the auth kind alone does not say (a role checked against the path). */
   readonly access?: string
   readonly schemas: S
+  /**
+   * The dispatcher does not read the body: the handler gets it as `bodyStream`,
+   * bounded by `limitBytes` (uploads). `contentType` and `schema` document it.
+   */
+  readonly streamBody?: {
+    /** The largest content allowed; the body may carry `overheadBytes` more (multipart framing). */
+    limitBytes(services: Svc): number
+    overheadBytes: number
+    /** The setting that sets the limit, named in the 413 message. */
+    limitName: string
+    contentType: string
+    schema: TSchema
+  }
   /** An empty body is read as `{}` (routes whose body is "empty object"). */
   readonly emptyBodyAllowed?: boolean
   /**

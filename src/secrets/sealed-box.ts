@@ -6,7 +6,7 @@
  * as associated data, so a sealed value copied into another row or column
  * does not open.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
 
 export class SealedBox {
   readonly #key: Buffer
@@ -25,6 +25,15 @@ export class SealedBox {
     cipher.setAAD(Buffer.from(context))
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()])
     return `v1.${iv.toString('base64url')}.${body.toString('base64url')}`
+  }
+
+  /**
+   * Keys for another purpose (signing download URLs), derived from the sealing
+   * key with HKDF so one secret serves both and neither use reveals the other.
+   * The first signs; all of them verify (keys used before a change included).
+   */
+  derivedKeys(purpose: string): Buffer[] {
+    return [this.#key, ...this.#fallbacks].map((key) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), `printfarm ${purpose}`, 32)))
   }
 
   /** Throws when the value was not sealed by one of these keys for this context. */

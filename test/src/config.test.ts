@@ -51,7 +51,30 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     nodeId: undefined,
     shardLeaseMs: 10_000,
     forwardTimeoutMs: 10_000,
+    uploadLimitBytes: 1024 * 1024 * 1024,
+    fileDeleteGraceDays: 30,
+    filesS3: undefined,
   })
+})
+
+t.test('config - files go to S3 with FILES_S3_ENDPOINT and its bucket and keys; a partial setting names what is missing', async (t) => {
+  const s3 = { FILES_S3_ENDPOINT: 'http://127.0.0.1:9000/', FILES_S3_BUCKET: 'farm-files', FILES_S3_ACCESS_KEY_ID: 'id', FILES_S3_SECRET_ACCESS_KEY: 'secret' }
+  t.same(loadConfig(s3, '/srv').filesS3, {
+    endpoint: 'http://127.0.0.1:9000',
+    bucket: 'farm-files',
+    region: 'us-east-1',
+    accessKeyId: 'id',
+    secretAccessKey: 'secret',
+    prefix: '',
+    forcePathStyle: true,
+  })
+  t.match(loadConfig({ ...s3, FILES_S3_PREFIX: 'printfarm/prod/', FILES_S3_PATH_STYLE: 'false' }, '/srv').filesS3, { prefix: 'printfarm/prod/', forcePathStyle: false })
+  t.throws(() => loadConfig({ FILES_S3_ENDPOINT: 'http://127.0.0.1:9000' }, '/srv'), /FILES_S3_BUCKET is required[\s\S]*FILES_S3_ACCESS_KEY_ID is required[\s\S]*FILES_S3_SECRET_ACCESS_KEY is required/)
+  t.throws(() => loadConfig({ FILES_S3_BUCKET: 'farm' }, '/srv'), /FILES_S3_BUCKET apply only with FILES_S3_ENDPOINT/)
+  t.throws(() => loadConfig({ ...s3, FILES_S3_BUCKET: 'Bad_Bucket' }, '/srv'), /FILES_S3_BUCKET must be an S3 bucket name/)
+  t.throws(() => loadConfig({ ...s3, FILES_S3_PREFIX: '../x' }, '/srv'), /FILES_S3_PREFIX must be/)
+  t.throws(() => loadConfig({ ...s3, FILES_S3_ENDPOINT: 'ftp://x' }, '/srv'), /FILES_S3_ENDPOINT must use http: or https:/)
+  t.throws(() => loadConfig({ UPLOAD_LIMIT_BYTES: '10' }, '/srv'), /UPLOAD_LIMIT_BYTES must be an integer from 1024/)
 })
 
 t.test('config - several nodes: NODE_ID must be a plain name; lease and forward timeouts are bounded', async (t) => {

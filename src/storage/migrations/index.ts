@@ -11,6 +11,7 @@ import { printerEvents } from './0005-printer-events.js'
 import { displays } from './0006-displays.js'
 import { shardTokens } from './0007-shard-tokens.js'
 import { printerReadModel } from './0008-printer-read-model.js'
+import { modelsFiles } from './0009-models-files.js'
 
 export interface Migration {
   readonly version: number
@@ -18,4 +19,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles]
