@@ -5,9 +5,10 @@
  * metadata in ~23 ms).
  *
  * The bytes come from the FileStore by range, so this works the same on the
- * file system and on S3. yauzl reads each directory record separately; the
- * last 4 MiB of the file (where the directory lives) are fetched once and
- * served from memory, so a 5,000-entry directory is one read, not 10,000.
+ * file system and on S3. yauzl reads each directory record separately; small
+ * reads in the last 4 MiB (where the directory lives) are served from one
+ * window read once and extended downwards as needed, so a 5,000-entry
+ * directory costs a couple of reads, not 10,000.
  *
  * Bounds, so a hostile zip costs little: at most `maxEntries` entries are
  * looked at (more is an error), an entry is read only up to the bytes asked
@@ -20,6 +21,8 @@ import yauzl, { type Entry, type ZipFile } from 'yauzl'
 import type { FileStore } from './file-store.js'
 
 const tailBytes = 4 * 1024 * 1024
+/** A directory record or the end record: never more than 46 + 3 × 64 KiB. */
+const smallReadBytes = 256 * 1024
 
 export class ZipUnreadable extends Error {
   override name = 'ZipUnreadable'
@@ -29,7 +32,8 @@ class StoreRangeReader extends yauzl.RandomAccessReader {
   readonly #store: FileStore
   readonly #key: string
   readonly #size: number
-  #tail: Promise<Buffer> | undefined
+  /** The bytes from `start` to the end of the file, once read: where the directory lives. Grows downwards. */
+  #cache: Promise<{ start: number; bytes: Buffer }> | undefined
 
   constructor(store: FileStore, key: string, size: number) {
     super()
@@ -38,30 +42,39 @@ class StoreRangeReader extends yauzl.RandomAccessReader {
     this.#size = size
   }
 
-  get #tailStart(): number {
-    return Math.max(0, this.#size - tailBytes)
-  }
-
   override _readStreamForRange(start: number, end: number): Readable {
     const out = new PassThrough()
     if (end <= start) {
       out.end()
       return out
     }
-    const tailStart = this.#tailStart
-    if (start >= tailStart) {
-      this.#tail ??= this.#store.get(this.#key, { start: tailStart, end: this.#size - 1 }).then(readAll)
-      this.#tail.then((tail) => out.end(tail.subarray(start - tailStart, end - tailStart))).catch((error: unknown) => out.destroy(error as Error))
+    // Small reads near the end are the directory's: served from one cached window, extended as needed.
+    if (start >= this.#size - tailBytes && end - start <= smallReadBytes) {
+      this.#cache = this.#cover(start)
+      this.#cache.then((cache) => out.end(cache.bytes.subarray(start - cache.start, end - cache.start))).catch((error: unknown) => out.destroy(error as Error))
       return out
     }
     this.#store
       .get(this.#key, { start, end: end - 1 })
       .then((stream) => {
+        // yauzl asks for a whole entry and stops reading after the bytes it wanted: the source
+        // must stop (and release its file or connection) with it, which pipe() alone does not do.
+        if (out.destroyed) return stream.destroy()
+        out.once('close', () => stream.destroy())
         stream.on('error', (error) => out.destroy(error))
         stream.pipe(out)
       })
       .catch((error: unknown) => out.destroy(error as Error))
     return out
+  }
+
+  /** The cache, extended down to `start` (reads chain, so a window is never fetched twice). */
+  async #cover(start: number): Promise<{ start: number; bytes: Buffer }> {
+    const cache = await this.#cache
+    if (cache !== undefined && cache.start <= start) return cache
+    const to = cache?.start ?? this.#size
+    const read = await readAll(await this.#store.get(this.#key, { start, end: to - 1 }))
+    return { start, bytes: cache === undefined ? read : Buffer.concat([read, cache.bytes]) }
   }
 }
 

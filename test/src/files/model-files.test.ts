@@ -205,3 +205,90 @@ t.test('isolation - another organization gets 404 on every model-files route', a
   t.same((await request(url, '/v1/model-files/live-operations', { headers: other })).json, { operations: [] })
   t.equal((await fetch(`${url}/v1/files/${file.id}`, { headers: admin })).status, 200)
 })
+
+t.test('limits - every SPEC bound of groups F, G and J holds at its edge: the bound passes, one past it is 400', async (t) => {
+  const modelId = await createModel(url, admin)
+  const file = (await upload(url, admin, modelId, { name: 'a.3mf', bytes: bambuThreeMf() })).json
+  const list = (query: string) => request(url, `/v1/model-files?modelId=${modelId}&view=active&${query}`, { headers: admin })
+  const filters80 = 'printing,queued,has_makes,missing_label,'.padEnd(80, ' ')
+  const commaList = (n: number) => 'x,'.repeat(n).slice(0, n)
+  for (const [name, ok, over] of [
+    ['limit', 'limit=200', 'limit=201'],
+    ['limit low', 'limit=1', 'limit=0'],
+    ['offset', 'offset=0', 'offset=-1'],
+    ['search', `search=${'s'.repeat(120)}`, `search=${'s'.repeat(121)}`],
+    ['filters', `filters=${encodeURIComponent(filters80)}`, `filters=${encodeURIComponent(filters80 + ' ')}`],
+    ['tags', `tags=${commaList(4096)}`, `tags=${commaList(4097)}`],
+    ['printer_profiles', `printer_profiles=${commaList(4096)}`, `printer_profiles=${commaList(4097)}`],
+    ['file_types', `file_types=${commaList(4096)}`, `file_types=${commaList(4097)}`],
+  ] as const) {
+    t.equal((await list(ok)).status, 200, `${name} at its bound`)
+    t.match(await list(over), { status: 400, json: { error: 'validation_failed' } }, `${name} past its bound`)
+  }
+  const labels = (n: number, length = 1) => Object.fromEntries(Array.from({ length: n }, (_, i) => [String(i + 1), 'l'.repeat(length)]))
+  const patch = (body: unknown) => request(url, `/v1/model-files/${file.id}/filament-labels`, { method: 'PATCH', headers: admin, body })
+  t.equal((await patch({ labels: { '1': 'l'.repeat(120) } })).status, 200, 'a label of 120 characters')
+  t.match(await patch({ labels: { '1': 'l'.repeat(121) } }), { status: 400 })
+  // 64 entries pass the schema (then only the file's own filament ids are accepted); 65 do not.
+  t.match(await patch({ labels: labels(64) }), { status: 400, json: { message: /not a project filament id/ } })
+  t.match(await patch({ labels: labels(65) }), { status: 400, json: { message: /labels/ } })
+  t.match(await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: '' } }), { status: 400 }, 'a model needs a name')
+  t.equal((await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: 'n'.repeat(200) } })).status, 201)
+  t.match(await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: 'n'.repeat(201) } }), { status: 400 })
+  t.match(await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: 'x', sourceUrl: 'javascript:alert(1)' } }), { status: 400 }, 'sourceUrl is an http(s) URL')
+  t.match(await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: 'x', metadata: { tags: 'not-a-list' } } }), { status: 400 })
+  t.match(await request(url, `/v1/models`, { method: 'POST', headers: admin, body: { name: 'x', metadata: { blob: 'b'.repeat(40_000) } } }), { status: 400, json: { message: /at most 32768/ } })
+  t.match(await request(url, `/v1/files/not-a-uuid/restore`, { method: 'POST', headers: admin }), { status: 400 }, 'restore takes a uuid')
+  t.match(await request(url, `/v1/models/${modelId}/files/cleanup`, { method: 'DELETE', headers: admin, body: {} }), { status: 400, json: { message: /orphaned_file_paths/ } })
+})
+
+t.test('api keys - accepted on every group F and G route with the scope the route names; reprocess refuses them', async (t) => {
+  const modelId = await createModel(url, admin)
+  const file = (await upload(url, admin, modelId, { name: 'a.3mf', bytes: bambuThreeMf() })).json
+  const command = (await request(url, `/v1/model-files/${file.id}/reprocess`, { method: 'POST', headers: admin })).json.command_id
+  const reader = { 'x-api-key': (await request(url, '/v1/api-keys', { method: 'POST', headers: admin, body: { name: 'r', scopes: ['files:read'] } })).json.key as string }
+  const writer = { 'x-api-key': (await request(url, '/v1/api-keys', { method: 'POST', headers: admin, body: { name: 'w', scopes: ['files:write'] } })).json.key as string }
+  for (const path of [
+    `/v1/files/${file.id}/metadata`,
+    `/v1/files/${file.id}`,
+    `/v1/files/${file.id}/download-url`,
+    `/v1/models/${modelId}/files/audit`,
+    '/v1/model-files/live-operations',
+    `/v1/model-files?modelId=${modelId}&view=active`,
+    `/v1/model-files/counts?modelId=${modelId}`,
+    `/v1/model-files/${file.id}`,
+    `/v1/model-files/${file.id}/reprocess/${command}`,
+  ]) {
+    t.equal((await request(url, path, { headers: reader })).status, 200, `files:read reads ${path}`)
+    t.match(await request(url, path, { headers: writer }), { status: 403, json: { error: 'insufficient_scope' } }, `files:write alone does not read ${path}`)
+  }
+  t.equal((await request(url, `/v1/model-files/${file.id}/filament-labels`, { method: 'PATCH', headers: writer, body: { labels: { '1': 'x' } } })).status, 200)
+  t.match(await request(url, `/v1/model-files/${file.id}/filament-labels`, { method: 'PATCH', headers: reader, body: { labels: { '1': 'x' } } }), { status: 403 })
+  t.equal((await request(url, `/v1/files/${file.id}`, { method: 'DELETE', headers: writer })).status, 200)
+  t.equal((await request(url, `/v1/files/${file.id}/restore`, { method: 'POST', headers: writer })).status, 204)
+  t.match(await request(url, `/v1/model-files/${file.id}/reprocess`, { method: 'POST', headers: writer }), { status: 403, json: { error: 'session_required' } })
+})
+
+t.test('download URLs - an expired URL, correctly signed, answers 403', async (t) => {
+  const modelId = await createModel(url, admin)
+  const file = (await upload(url, admin, modelId, { name: 'a.gcode', bytes: prusaGcode() })).json
+  // Signed as the service would have signed it 16 minutes ago: its 15 minutes are over.
+  const { download_url } = svc.services.files.downloads.url(file.id, file.sha256, Date.now() - 16 * 60_000)
+  const link = new URL(download_url)
+  const res = await fetch(`${url}${link.pathname}${link.search}`)
+  t.equal(res.status, 403)
+  t.match(await res.json(), { error: 'download_url_invalid' })
+  const fresh = new URL(svc.services.files.downloads.url(file.id, file.sha256, Date.now()).download_url)
+  t.equal((await fetch(`${url}${fresh.pathname}${fresh.search}`)).status, 200, 'the same file, signed now, opens')
+})
+
+t.test('cleanup - a path of another organization is outside the model and is never touched', async (t) => {
+  const modelId = await createModel(url, admin)
+  const org = await request(url, '/v1/organizations', { method: 'POST', headers: { authorization: admin['authorization']! }, body: { name: 'Neighbour' } })
+  const theirs = { authorization: admin['authorization']!, 'x-organization-id': org.json.id as string }
+  const theirModel = await createModel(url, theirs)
+  const theirFile = (await upload(url, theirs, theirModel, { name: 'theirs.gcode', bytes: prusaGcode() })).json
+  const res = await request(url, `/v1/models/${modelId}/files/cleanup`, { method: 'DELETE', headers: admin, body: { orphaned_file_paths: [theirFile.file_path, `${farm.orgId}/${modelId}/../../${org.json.id}/${theirModel}/x`] } })
+  t.same(res.json.failed_deletions.map((f: { error: string }) => f.error), ['outside_model', 'outside_model'])
+  t.equal((await fetch(`${url}/v1/files/${theirFile.id}`, { headers: theirs })).status, 200)
+})
