@@ -280,3 +280,32 @@ t.test('uploads - concurrent uploads of one name get distinct versions', async (
   t.same(answers.map((a) => a.status), [201, 201, 201, 201, 201, 201])
   t.same(answers.map((a) => a.json.file_path.split('/')[2]).sort(), [0, 1, 2, 3, 4, 5].map((n) => `same-v1.${n}.gcode`))
 })
+
+t.test('content - clients that go away mid-download release their file handles, and a slow reader is paused, not buffered', async (t) => {
+  const modelId = await createModel(url, admin)
+  const bytes = new Uint8Array(8 * 1024 * 1024).fill(0x3b)
+  const file = (await upload(url, admin, modelId, { name: 'big.gcode', bytes })).json
+  const handles = (): number => readdirSync('/proc/self/fd').length
+  const before = handles()
+  for (let i = 0; i < 20; i++) {
+    const socket = connect(svc.port, '127.0.0.1')
+    await once(socket, 'connect')
+    socket.write(`GET /v1/files/${file.id} HTTP/1.1\r\nhost: x\r\nauthorization: ${admin['authorization']}\r\nx-organization-id: ${farm.orgId}\r\n\r\n`)
+    await once(socket, 'data')
+    socket.destroy()
+  }
+  await until(() => handles() <= before, 'the aborted downloads to close their files')
+  t.ok(handles() <= before, 'no file handle left open')
+  // A reader that takes its time still gets every byte.
+  const res = await fetch(`${url}/v1/files/${file.id}`, { headers: admin })
+  const reader = res.body!.getReader()
+  let got = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    got += value.length
+    if (got < 1024 * 1024) await new Promise((r) => setImmediate(r))
+  }
+  t.equal(got, bytes.length)
+  t.equal((await request(url, '/healthz')).status, 200)
+})
