@@ -240,6 +240,14 @@ export const errorCodes = {
     status: 409,
     description: 'Retry asked for a target with no recorded error: delivery is already going on (or done).',
   },
+  material_not_found: {
+    status: 404,
+    description: 'No material with that id in this organization. List them with GET /v1/materials.',
+  },
+  material_in_use: {
+    status: 409,
+    description: 'A make (or a spool) uses this material: change those to another material first. The answer names how many use it.',
+  },
   model_not_found: {
     status: 404,
     description: 'No model with that id in this organization (or it was deleted). List them with GET /v1/models.',

@@ -54,6 +54,8 @@ import { displayRoutes } from './routes/displays.js'
 import { modelRoutes } from './routes/models.js'
 import { fileRoutes } from './routes/files.js'
 import { modelFileRoutes } from './routes/model-files.js'
+import { materialRoutes } from './routes/materials.js'
+import { MaterialStore } from './materials/material-store.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
@@ -92,7 +94,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -312,6 +314,7 @@ function wireServices(
     profiles: new ProfileStore(db.sql),
     displays: core.displayNode,
     files: core.files,
+    materials: new MaterialStore(db.sql),
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),

@@ -20,6 +20,7 @@ import type { LiveFeed } from './live/index.js'
 import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
 import type { FileNode } from './files/index.js'
+import type { MaterialStore } from './materials/material-store.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -53,6 +54,8 @@ export interface Services {
   readonly displays: DisplayNode
   /** Models and their files: storage, uploads, signed downloads. */
   readonly files: FileNode
+  /** The materials catalogue. */
+  readonly materials: MaterialStore
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

@@ -12,6 +12,7 @@ import { displays } from './0006-displays.js'
 import { shardTokens } from './0007-shard-tokens.js'
 import { printerReadModel } from './0008-printer-read-model.js'
 import { modelsFiles } from './0009-models-files.js'
+import { materials } from './0010-materials.js'
 
 export interface Migration {
   readonly version: number
@@ -19,4 +20,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials]
