@@ -35,6 +35,7 @@ export interface FileNode {
 }
 
 const sweepEveryMs = 60 * 60_000
+const staleTemporaryMs = 24 * 60 * 60_000
 
 export function createFileNode(config: Config, db: Database, box: SealedBox, logger: Logger, metrics: MetricsRegistry): FileNode {
   const store: FileStore = config.filesS3 === undefined ? new FsFileStore(join(config.dataDir, 'files')) : new S3FileStore(config.filesS3)
@@ -48,6 +49,14 @@ export function createFileNode(config: Config, db: Database, box: SealedBox, log
       (purged) => purged > 0 && logger.info('deleted files past their grace period purged', { purged }),
       (error: unknown) => logger.warn('the purge of deleted files failed; retried in an hour', { error }),
     )
+    // Temporaries of uploads a crash cut off. A day old at least: on a shared mount another node's
+    // upload may be writing one right now, and no upload takes a day.
+    if (store instanceof FsFileStore) {
+      store.removeStaleTemporaries(staleTemporaryMs, Date.now()).then(
+        (removed) => removed > 0 && logger.info('temporaries of interrupted uploads removed', { removed }),
+        (error: unknown) => logger.warn('removing stale upload temporaries failed; retried in an hour', { error }),
+      )
+    }
   }
   return {
     store,
