@@ -7,9 +7,9 @@
  *   ABS, TPU 95A…) are required; everything else is optional.
  * - `color_hex` is `#RRGGBB`, stored upper-case (`#ff8000` reads back
  *   `#FF8000`); alpha is not a property of a material.
- * - `diameter_mm` defaults to 1.75 (0.5-5); density 0.5-5 g/cm³; nozzle
- *   temperatures 100-500 °C with min ≤ max; cost per kg 0-100,000 in the
- *   organization's currency.
+ * - `diameter_mm` defaults to 1.75 (1.0-3.5); density 0.5-3.0 g/cm³; nozzle
+ *   temperatures 0-500 °C with min ≤ max (DESIGN's bounds); cost per kg from
+ *   0 (at most 100,000, a bound on input) in the organization's currency.
  * - The list is sorted by name; `type` filters exactly (case-insensitive),
  *   `search` matches part of the name or vendor.
  */
@@ -24,10 +24,10 @@ const fields = {
   type: Type.String({ minLength: 1, maxLength: 32, pattern: '^[A-Za-z0-9][A-Za-z0-9 +._-]*$', description: 'As slicers write it: PLA, PETG, PETG-CF, TPU 95A…' }),
   color_hex: Type.String({ pattern: '^#[0-9A-Fa-f]{6}$', maxLength: 7, description: '#RRGGBB' }),
   vendor: Type.String({ minLength: 1, maxLength: 200 }),
-  diameter_mm: Type.Number({ minimum: 0.5, maximum: 5 }),
-  density_g_cm3: Type.Number({ minimum: 0.5, maximum: 5 }),
-  nozzle_temp_min_c: Type.Integer({ minimum: 100, maximum: 500 }),
-  nozzle_temp_max_c: Type.Integer({ minimum: 100, maximum: 500 }),
+  diameter_mm: Type.Number({ minimum: 1, maximum: 3.5 }),
+  density_g_cm3: Type.Number({ minimum: 0.5, maximum: 3 }),
+  nozzle_temp_min_c: Type.Integer({ minimum: 0, maximum: 500 }),
+  nozzle_temp_max_c: Type.Integer({ minimum: 0, maximum: 500 }),
   cost_per_kg: Type.Number({ minimum: 0, maximum: 100_000 }),
 }
 

@@ -31,7 +31,8 @@ t.test('materials - create, read, list by type and search, patch, delete', async
 
 t.test('materials - bounds: names, types, colours, temperatures (min above max too), diameters; unknown fields refused', async (t) => {
   const post = (body: unknown) => request(url, '/v1/materials', { method: 'POST', headers: admin, body })
-  t.equal((await post({ name: 'n'.repeat(200), type: 'T'.repeat(32) })).status, 201, 'at the bounds')
+  t.equal((await post({ name: 'n'.repeat(200), type: 'T'.repeat(32), diameter_mm: 3.5, density_g_cm3: 3, nozzle_temp_min_c: 0, nozzle_temp_max_c: 500, cost_per_kg: 0 })).status, 201, 'at the bounds')
+  t.equal((await post({ name: 'n', type: 'PLA', diameter_mm: 1, density_g_cm3: 0.5 })).status, 201, 'at the lower bounds')
   for (const [what, body] of [
     ['no name', { type: 'PLA' }],
     ['long name', { name: 'n'.repeat(201), type: 'PLA' }],
@@ -41,7 +42,10 @@ t.test('materials - bounds: names, types, colours, temperatures (min above max t
     ['colour name', { name: 'x', type: 'PLA', color_hex: 'orange' }],
     ['too hot', { name: 'x', type: 'PLA', nozzle_temp_max_c: 501 }],
     ['min above max', { name: 'x', type: 'PLA', nozzle_temp_min_c: 260, nozzle_temp_max_c: 200 }],
-    ['diameter', { name: 'x', type: 'PLA', diameter_mm: 0 }],
+    ['diameter below 1.0', { name: 'x', type: 'PLA', diameter_mm: 0.9 }],
+    ['diameter above 3.5', { name: 'x', type: 'PLA', diameter_mm: 3.6 }],
+    ['density above 3.0', { name: 'x', type: 'PLA', density_g_cm3: 3.1 }],
+    ['negative temperature', { name: 'x', type: 'PLA', nozzle_temp_min_c: -1 }],
     ['negative cost', { name: 'x', type: 'PLA', cost_per_kg: -1 }],
     ['unknown field', { name: 'x', type: 'PLA', spool_weight: 1000 }],
   ] as const) {
