@@ -16,9 +16,9 @@ import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssig
 import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
 import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
-import type { EventOutcomeSchema, RefusedEventSchema } from '../protocol/printer-events.js'
+import type { EventOutcomeSchema, RefusedEventSchema, refusalReasons } from '../protocol/printer-events.js'
 import type { Clock } from './clock.js'
-import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterIdentity, PrinterPersistence } from './printer-persistence.js'
+import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterIdentity, PrinterPersistence, TaskStartLink, TaskStartRequest } from './printer-persistence.js'
 
 /** One bridge event as the actor takes it (the schema a forwarded ingest is checked against). */
 export type IncomingEvent = Static<typeof IncomingEventSchema>
@@ -28,6 +28,10 @@ export type IngestRequest = Static<typeof IngestRequestSchema>
 export type RefusedEvent = Static<typeof RefusedEventSchema>
 
 export type EventOutcome = Static<typeof EventOutcomeSchema>
+
+type RefusalReason = (typeof refusalReasons)[number]
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 export interface IngestResult {
   /** Events of the request the log now holds: stored by this request or an earlier delivery. */
@@ -171,6 +175,30 @@ export class PrinterActor {
     const outcomes = new Map<string, EventOutcome>()
     for (const e of duplicates) outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'duplicate' })
     for (const r of refused) outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome: 'refused', reason: 'seqn_reused', message: r.reason })
+
+    // A job:start naming a printer task starts that task's job, once (DESIGN section 14): the
+    // task is linked first, in its own transaction, and the event then opens the job under the
+    // task's job id. A crash between the two leaves the task started and the event unstored; the
+    // bridge's retry finds the task started and opens the job under the same id.
+    const jobIdOf = new Map<IncomingEvent, number>()
+    const taskStarts = apply.filter((e) => e.type === 'job:start' && dataOf(e)['printerTaskId'] !== undefined)
+    if (taskStarts.length > 0) {
+      const links = await this.#linkTaskStarts(taskStarts, context.assignmentEpoch)
+      const openJob = loaded.printer.getSnapshot().context.job
+      for (const e of taskStarts) {
+        const link = links.get(e)!
+        let refusal: { reason: RefusalReason; message: string } | undefined
+        if (link.outcome === 'linked' || (link.outcome === 'already' && !(openJob !== null && openJob.endedAt === null && openJob.jobId === link.jobId))) jobIdOf.set(e, link.jobId!)
+        else if (link.outcome === 'already') refusal = { reason: 'job_already_started', message: `task ${String(dataOf(e)['printerTaskId'])} started job ${link.jobId} already; this job:start changes nothing` }
+        else if (link.outcome === 'fenced') refusal = { reason: 'task_fenced', message: `task ${String(dataOf(e)['printerTaskId'])} was cancelled, expired, requeued or moved to another assignment; the job is not started by it` }
+        else if (link.outcome === 'mismatch') refusal = { reason: 'task_claim_mismatch', message: "claimGeneration or jobId is not the task's; use the values of the task's claim" }
+        else refusal = { reason: 'task_unknown', message: `no printer task ${String(dataOf(e)['printerTaskId']).slice(0, 64)} for this printer` }
+        if (refusal === undefined) continue
+        refused.push({ eventId: e.eventId, seqn: e.seqn, reason: refusal.message })
+        outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'refused', reason: refusal.reason, message: refusal.message })
+      }
+      apply = apply.filter((e) => !outcomes.has(e.eventId))
+    }
     const answer = (stored: number): IngestResult => {
       const processed = request.events.length - refused.length
       const highWater = this.#loaded!.assignment.context.highWaterSeqn
@@ -187,7 +215,7 @@ export class PrinterActor {
     }
     if (apply.length === 0 && late.length === 0) return answer(0)
 
-    const bridgeEvents: BridgeEvent[] = apply.map((e) => ({ type: e.type, data: e.data, timestamp: e.timestamp }))
+    const bridgeEvents: BridgeEvent[] = apply.map((e) => ({ type: e.type, data: e.data, timestamp: e.timestamp, jobId: jobIdOf.get(e) }))
     const recordsOf = (after: PrinterContext): EventRecord[] => [
       ...apply.map((e, i) => record(e, after.eventJobs[i] ?? null, true)),
       ...late.map((e) => record(e, null, false)),
@@ -346,6 +374,30 @@ export class PrinterActor {
     return { inserted: outcome.inserted, records }
   }
 
+  /** Links each job:start to its task; a printerTaskId that is no uuid names no task. */
+  async #linkTaskStarts(events: readonly IncomingEvent[], assignmentEpoch: number): Promise<Map<IncomingEvent, TaskStartLink>> {
+    const result = new Map<IncomingEvent, TaskStartLink>()
+    const requests: TaskStartRequest[] = []
+    for (const e of events) {
+      const taskId = dataOf(e)['printerTaskId']
+      const generation = dataOf(e)['claimGeneration']
+      if (typeof taskId !== 'string' || !uuidPattern.test(taskId) || (generation !== undefined && (typeof generation !== 'string' || !uuidPattern.test(generation)))) {
+        result.set(e, { outcome: typeof taskId === 'string' && uuidPattern.test(taskId) ? 'mismatch' : 'unknown', jobId: null })
+        continue
+      }
+      const jobId = dataOf(e)['jobId']
+      const namedJob = typeof jobId === 'number' ? jobId : typeof jobId === 'string' && /^[0-9]{1,15}$/.test(jobId) ? Number(jobId) : undefined
+      if (jobId !== undefined && jobId !== null && namedJob === undefined) {
+        result.set(e, { outcome: 'mismatch', jobId: null })
+        continue
+      }
+      requests.push({ taskId: taskId.toLowerCase(), assignmentEpoch, claimGeneration: typeof generation === 'string' ? generation.toLowerCase() : undefined, jobId: namedJob })
+    }
+    const links = requests.length === 0 ? new Map<string, TaskStartLink>() : await this.#options.persistence.linkTaskStarts(this.printerId, requests)
+    for (const e of events) if (!result.has(e)) result.set(e, links.get(String(dataOf(e)['printerTaskId']).toLowerCase()) ?? { outcome: 'unknown', jobId: null })
+    return result
+  }
+
   /** A message's own machine events: presence changes they make are the message's, not the timer's. */
   #send(printer: Actor<PrinterLogic>, event: Parameters<Actor<PrinterLogic>['send']>[0]): void {
     this.#inMessage = true
@@ -429,6 +481,10 @@ function record(e: IncomingEvent, jobId: number | null, applied: boolean): Event
 
 function isRemembered(recent: readonly string[], event: { eventId: string; idempotencyKey?: string | undefined }): boolean {
   return recent.includes(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.includes(`k:${event.idempotencyKey}`))
+}
+
+function dataOf(e: IncomingEvent): Record<string, unknown> {
+  return e.data as Record<string, unknown>
 }
 
 function notFound(): ServiceError {

@@ -75,6 +75,22 @@ export interface StoredEventRef {
   jobId: number | null
 }
 
+/** What linking a bridge's job:start to a printer task did (DESIGN section 14). */
+export interface TaskStartLink {
+  /** linked: the task started now; already: it had started before (by this start or an operator). */
+  outcome: 'linked' | 'already' | 'fenced' | 'mismatch' | 'unknown'
+  /** The task's job (linked or already). */
+  jobId: number | null
+}
+
+export interface TaskStartRequest {
+  taskId: string
+  assignmentEpoch: number
+  claimGeneration?: string | undefined
+  /** The job:start's jobId, when it names one: it must be the task's job. */
+  jobId?: number | undefined
+}
+
 export interface PrinterPersistence {
   /** undefined when no such printer exists. */
   hydrate(printerId: string): Promise<HydratedPrinter | undefined>
@@ -92,6 +108,11 @@ export interface PrinterPersistence {
    * rejects with ShardUnavailable 'fenced' when the token is not the newest.
    */
   assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number, fencingToken: number): Promise<boolean>
+  /**
+   * Starts the printer's tasks named by job:start events, each in its own transaction (task →
+   * started, job → printing), once: a task that started already answers `already`.
+   */
+  linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>>
   /** Printers still marked online that nobody has heard from since `before`, other than the live ones and those `owns` rejects: marked offline. */
   markSilentOffline(before: Date, liveIds: readonly string[], owns?: (printerId: string) => boolean): Promise<string[]>
 }

@@ -26,8 +26,9 @@
  */
 import { setup, transition, type SnapshotFrom } from 'xstate'
 
-export const jobStatuses = ['queued', 'dispatching', 'printing', 'paused', 'awaiting_verification', 'succeeded', 'failed', 'cancelled'] as const
-export type JobStatus = (typeof jobStatuses)[number]
+import { jobStatuses, type JobStatus } from '../protocol/schemas/print-jobs.js'
+
+export { jobStatuses, type JobStatus }
 
 /** A verdict of the ready gate (PATCH /v1/printers/{id}/ready event_type without its prefix). */
 export type Verdict = 'success' | 'failed' | 'cancelled' | 'skipped'

@@ -290,6 +290,68 @@ export const errorCodes = {
     description: 'File storage (the data directory or the S3 bucket) did not answer. Nothing was stored; retry after the Retry-After delay.',
     retryable: true,
   },
+  print_job_not_found: {
+    status: 404,
+    description: 'No print job with that id in this organization. List them with POST /v1/print-jobs.',
+  },
+  job_transition_invalid: {
+    status: 409,
+    description:
+      "The job cannot go from its status to the one asked for (the message names both). Requeue works from failed, cancelled, or dispatching once the task's start is unconfirmed; pause/resume only while it prints.",
+  },
+  job_in_progress: {
+    status: 409,
+    description: 'The job is dispatching, printing or paused: cancel it first (PATCH /v1/print-jobs/{id}/status {status: "cancelled"}).',
+  },
+  job_not_awaiting_verification: {
+    status: 409,
+    description: 'The job is not waiting for an operator to verify its plate (it has not ended, or was verified already).',
+  },
+  job_already_started: {
+    status: 409,
+    description: "The job's task has already started: nothing to confirm.",
+  },
+  no_task_to_start: {
+    status: 409,
+    description: 'The printer has no offered, claimed or unconfirmed task that an operator could say started.',
+  },
+  printer_not_eligible: {
+    status: 409,
+    description:
+      'The printer cannot take a job now. The body lists the reasons (codes such as printer_offline, printer_not_ready, printer_busy, host_unassigned, printer_disabled, printer_maintenance); fix them and assign again.',
+  },
+  job_not_dispatchable: {
+    status: 409,
+    description: 'Only a queued job can be assigned to a printer. Requeue it first if it failed or was cancelled.',
+  },
+  file_not_printable: {
+    status: 409,
+    description: "The job's file is deleted, purged or no longer exists: restore it or create the job from another file.",
+  },
+  make_not_found: {
+    status: 404,
+    description: 'No make with that id in this organization.',
+  },
+  printer_task_not_found: {
+    status: 404,
+    description: 'No printer task with that id for this organization.',
+  },
+  task_not_claimable: {
+    status: 409,
+    description: 'The task is no longer offered (it expired, was cancelled, started, or another claim won). Poll GET /v1/hosts/{hostId}/printer-tasks for the current ones.',
+  },
+  task_claim_mismatch: {
+    status: 409,
+    description: "The claim_generation (or print_job_id) does not match the task's live claim: the task was claimed again or moved on. Use the values of your latest claim.",
+  },
+  task_access_denied: {
+    status: 403,
+    description: "The printer_task_access_token does not match the task's claim. Use the token the claim answered with.",
+  },
+  api_key_host_mismatch: {
+    status: 403,
+    description: 'This paired bridge key speaks for another host: a paired key is bound to the first hostId it uses. Pair the other bridge separately.',
+  },
   MQTT_DISPLAY_NOT_CONFIGURED: {
     status: 503,
     description:

@@ -184,7 +184,7 @@ export const RefusedEventSchema = Type.Object(
 )
 
 /** Why an event was refused (the only refusal of a single event inside an accepted batch). */
-export const refusalReasons = ['seqn_reused'] as const
+export const refusalReasons = ['seqn_reused', 'task_fenced', 'task_claim_mismatch', 'task_unknown', 'job_already_started'] as const
 
 export const EventOutcomeSchema = Type.Object(
   {
@@ -195,7 +195,12 @@ export const EventOutcomeSchema = Type.Object(
         'applied: new, applied in seqn order. late: new, but its seqn is at or below the highest applied one; stored in the history, not applied. ' +
         'duplicate: already stored (by an earlier delivery); nothing changed. refused: not stored, see reason.',
     }),
-    reason: Type.Optional(Type.Union(refusalReasons.map((r) => Type.Literal(r)), { description: 'seqn_reused: another event is stored at this seqn.' })),
+    reason: Type.Optional(Type.Union(refusalReasons.map((r) => Type.Literal(r)), {
+        description:
+          'seqn_reused: another event is stored at this seqn. task_fenced: a job:start for a printer task that was cancelled, expired, requeued or belongs to an older assignment. ' +
+          "task_claim_mismatch: the job:start's claimGeneration is not the task's claim. task_unknown: no such task for this printer. " +
+          'job_already_started: the task has started already (a second job:start changes nothing).',
+      })),
     message: Type.Optional(Type.String()),
   },
   { title: 'PrinterEventOutcome' },

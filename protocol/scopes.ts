@@ -33,7 +33,8 @@ export const clientScopes = consentScopes.filter((s) => s !== 'host:pair' && s !
  * What a bridge paired through an auth code may do (SPEC part 5, bridge
  * pairing): read its printers' configuration, post their events and
  * connection state, follow and update the jobs it runs, fetch the files it
- * prints. Nothing that changes the fleet, inventory or accounts.
+ * prints, poll and claim the printer tasks dispatched to it (print:launch).
+ * Nothing that changes the fleet, inventory or accounts.
  */
 export const bridgeScopes = [
   'printers:read',
@@ -44,6 +45,7 @@ export const bridgeScopes = [
   'print-jobs:write',
   'files:read',
   'fleet:read',
+  'print:launch',
 ] as const satisfies readonly Scope[]
 
 export function isScope(value: string): value is Scope {

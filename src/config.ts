@@ -59,6 +59,10 @@ export interface Config {
   uploadLimitBytes: number
   /** Days a soft-deleted file's bytes are kept before the sweep removes them. */
   fileDeleteGraceDays: number
+  /** An offered printer task nobody claimed goes back to the queue after this (DESIGN 14: 120 s). */
+  taskOfferTtlSeconds: number
+  /** A claimed task whose start the bridge has not reported by then is `unconfirmed` (600 s). */
+  taskStartDeadlineSeconds: number
   /** S3-compatible object storage for model files; undefined → the file system under dataDir/files. */
   filesS3: FilesS3Settings | undefined
 }
@@ -120,6 +124,8 @@ export const configVariables = [
   'FORWARD_TIMEOUT_MS',
   'UPLOAD_LIMIT_BYTES',
   'FILE_DELETE_GRACE_DAYS',
+  'TASK_OFFER_TTL_S',
+  'TASK_START_DEADLINE_S',
   'FILES_S3_ENDPOINT',
   'FILES_S3_BUCKET',
   'FILES_S3_REGION',
@@ -246,6 +252,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
 
   const uploadLimitBytes = integer('UPLOAD_LIMIT_BYTES', 1024 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024)
   const fileDeleteGraceDays = integer('FILE_DELETE_GRACE_DAYS', 30, 0, 3_650)
+  const taskOfferTtlSeconds = integer('TASK_OFFER_TTL_S', 120, 5, 86_400)
+  const taskStartDeadlineSeconds = integer('TASK_START_DEADLINE_S', 600, 5, 86_400)
   const filesS3 = filesS3Settings(read, url, problems)
 
   if (problems.length) throw new ConfigError(problems)
@@ -281,6 +289,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     forwardTimeoutMs,
     uploadLimitBytes,
     fileDeleteGraceDays,
+    taskOfferTtlSeconds,
+    taskStartDeadlineSeconds,
     filesS3,
   }
 }

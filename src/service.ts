@@ -57,6 +57,9 @@ import { modelFileRoutes } from './routes/model-files.js'
 import { materialRoutes } from './routes/materials.js'
 import { MaterialStore } from './materials/material-store.js'
 import { createFileNode, type FileNode } from './files/index.js'
+import { createJobNode, type JobNode } from './jobs/index.js'
+import { printJobRoutes } from './routes/print-jobs.js'
+import { printerTaskRoutes } from './routes/printer-tasks.js'
 import { DisplayStore } from './displays/display-store.js'
 import { ProfileStore } from './displays/profile-store.js'
 import { startDisplayNode, type DisplayNode } from './displays/index.js'
@@ -94,7 +97,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...printJobRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -115,6 +118,7 @@ interface Core {
   readonly mqtt: MqttConnection
   readonly displayNode: DisplayNode
   readonly files: FileNode
+  readonly jobs: JobNode
 }
 
 /** The live feed with its relay to other nodes (when Redis is configured). */
@@ -211,9 +215,12 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   const files = createFileNode(config, db, sealedBox, logger, metrics)
   files.start()
   parts.add(() => files.close())
+  const jobs = createJobNode(config, db, sealedBox, files, logger, metrics, clock, printerNode.taskEvents)
+  jobs.start()
+  parts.add(() => jobs.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files }
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -315,6 +322,7 @@ function wireServices(
     displays: core.displayNode,
     files: core.files,
     materials: new MaterialStore(db.sql),
+    jobs: core.jobs,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),

@@ -21,6 +21,7 @@ import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
 import type { FileNode } from './files/index.js'
 import type { MaterialStore } from './materials/material-store.js'
+import type { JobNode } from './jobs/index.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -56,6 +57,8 @@ export interface Services {
   readonly files: FileNode
   /** The materials catalogue. */
   readonly materials: MaterialStore
+  /** Print jobs, printer tasks and their dispatch. */
+  readonly jobs: JobNode
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

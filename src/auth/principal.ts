@@ -1,10 +1,20 @@
 /** Reading a resolved principal inside handlers, whose route auth already guaranteed its kind. */
+import { ServiceError } from '../../protocol/errors.js'
 import type { Scope } from '../../protocol/scopes.js'
 import type { Principal } from '../http/route.js'
 
 export function organizationOf(principal: Principal): string {
   if (principal.kind !== 'member' && principal.kind !== 'api_key') throw new TypeError('organization route without an organization principal')
   return principal.organizationId
+}
+
+/** The organization of the request, checked against an `organizationId` the body names (SPEC lets several bodies name it). */
+export function organizationFor(principal: Principal, body: { organizationId?: string | undefined }): string {
+  const organizationId = organizationOf(principal)
+  if (body.organizationId !== undefined && body.organizationId.toLowerCase() !== organizationId) {
+    throw new ServiceError('validation_failed', "body.organizationId names another organization than the request's (x-organization-id or your only one)")
+  }
+  return organizationId
 }
 
 /** The signed-in person behind a user or member principal (routes that need one). */

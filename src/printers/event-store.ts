@@ -31,11 +31,13 @@
  */
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
+import { jobStatusRule, type JobStatus, type PrintJobEvent } from '../../machines/print-job.js'
 import type { PrinterType } from '../../protocol/printer-reports/index.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
-import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef } from '../../actors/printer-persistence.js'
-import type { Histogram } from '../metrics.js'
+import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef, TaskStartLink, TaskStartRequest } from '../../actors/printer-persistence.js'
+import { linkTaskStarts } from '../jobs/task-links.js'
+import type { Counter, Histogram } from '../metrics.js'
 import type { Database } from '../storage/database.js'
 
 interface Pending {
@@ -50,6 +52,8 @@ export interface WriterOptions {
   maxEventsPerFlush?: number
   flushSize?: Histogram | undefined
   flushSeconds?: Histogram | undefined
+  /** Counts the tasks a job:start started (event "started"). */
+  taskStarts?: Counter | undefined
 }
 
 export class PgPrinterPersistence implements PrinterPersistence {
@@ -137,6 +141,12 @@ export class PgPrinterPersistence implements PrinterPersistence {
       select event_id as "eventId", idempotency_key as "idempotencyKey", job_id as "jobId" from printer_events
       where printer_id = ${printerId}
         and (event_id = any(${eventIds as string[]}::text[]) or idempotency_key = any(${idempotencyKeys as string[]}::text[]))`
+  }
+
+  async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>> {
+    const links = await linkTaskStarts(this.#db.sql, printerId, starts)
+    for (const link of links.values()) if (link.outcome === 'linked') this.#options.taskStarts?.inc({ event: 'started' })
+    return links
   }
 
   async assignHost(printerId: string, hostId: string, fromEpoch: number, toEpoch: number, fencingToken: number): Promise<boolean> {
@@ -291,15 +301,37 @@ export class PgPrinterPersistence implements PrinterPersistence {
         on conflict (printer_id) do update set
           seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
           online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
-      ), jb as (
-        insert into print_jobs as cur (id, organization_id, printer_id, name, state, progress, started_at_ms, ended_at_ms)
-        select id, o, p, n, s, pr, sa, ea
-        from jsonb_to_recordset(${jobsJson}::text::jsonb)
-          as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision)
+      ), jr as (
+        select * from jsonb_to_recordset(${jobsJson}::text::jsonb)
+          as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision, lf text[], lt text, br text)
         where p not in (select p from refused)
+      ), jb as (
+        insert into print_jobs as cur (id, organization_id, printer_id, name, state, progress, started_at_ms, ended_at_ms, status, bridge_result)
+        select id, o, p, n, s, pr, sa, ea, lt, br from jr
         on conflict (id) do update set
-          name = coalesce(excluded.name, cur.name), state = excluded.state, progress = excluded.progress,
-          ended_at_ms = excluded.ended_at_ms, updated_at = now()
+          name = case when cur.source = 'api' then cur.name else coalesce(excluded.name, cur.name) end, state = excluded.state, progress = excluded.progress,
+          started_at_ms = coalesce(cur.started_at_ms, excluded.started_at_ms),
+          ended_at_ms = excluded.ended_at_ms, bridge_result = coalesce(excluded.bridge_result, cur.bridge_result),
+          -- The lifecycle as machines/print-job.ts rules it: the printer's view moves the status only
+          -- from the statuses its event applies in (a job an operator cancelled stays cancelled).
+          status = case when cur.status = any(array(select unnest(jr.lf) from jr where jr.id = cur.id)) then excluded.status else cur.status end,
+          updated_at = now()
+        returning id
+      ), ended as (
+        select id, p from jr where ea is not null
+      ), tf as (
+        update printer_tasks set state = 'finished', ended_at = now(), updated_at = now()
+        where job_id in (select id from ended) and state = 'started'
+      ), tc as (
+        -- A command is done once the printer shows its effect: paused answers pause, printing answers resume.
+        update printer_tasks t set updated_at = now(), commands = coalesce((
+          select jsonb_agg(c order by n) from jsonb_array_elements(t.commands) with ordinality as e(c, n)
+          where c->>'kind' <> case jr.s when 'paused' then 'pause' else 'resume' end), '[]'::jsonb)
+        from jr where t.job_id = jr.id and t.state = 'started' and jr.ea is null and jr.s in ('paused', 'printing') and t.commands <> '[]'::jsonb
+      ), nr as (
+        -- The ready gate: a printer whose job ended holds what it printed until an operator verifies it.
+        update printers set ready = false, ready_source = 'job_ended', ready_updated_at = now()
+        where id in (select p from ended) and ready
       )
       select p::text as p, e from ev union all select p::text as p, null as e from refused`
     const inserted = new Map<string, Set<string>>()
@@ -318,8 +350,31 @@ export class PgPrinterPersistence implements PrinterPersistence {
 }
 
 function jobRow(unit: PrinterCommit, job: PrinterJob) {
-  return { id: job.jobId, o: unit.organizationId, p: unit.printerId, n: job.name, s: job.state, pr: job.progress, sa: job.startedAt, ea: job.endedAt }
+  const { from, to, result } = lifecycleOf(job)
+  return { id: job.jobId, o: unit.organizationId, p: unit.printerId, n: job.name, s: job.state, pr: job.progress, sa: job.startedAt, ea: job.endedAt, lf: from, lt: to, br: result }
 }
+
+/**
+ * What the printer's view of a job does to its lifecycle status, as a rule
+ * the statement applies (machines/print-job.ts). A job first seen here is
+ * inserted with the rule's target: it was never queued.
+ */
+function lifecycleOf(job: PrinterJob): { from: JobStatus[]; to: JobStatus; result: string | null } {
+  const result = job.state === 'finished' ? 'success' : job.state === 'failed' ? 'failed' : job.state === 'cancelled' ? 'cancelled' : null
+  const event: PrintJobEvent =
+    job.state === 'paused' ? { type: 'PAUSE' } : result !== null ? { type: 'FINISH', result: result as 'success' | 'failed' | 'cancelled' } : { type: 'RESUME' }
+  const rule = deviceRules.get(JSON.stringify(event))!
+  return { from: rule.from, to: event.type === 'RESUME' ? 'printing' : rule.to, result }
+}
+
+const deviceEvents: PrintJobEvent[] = [
+  { type: 'PAUSE' },
+  { type: 'RESUME' },
+  { type: 'FINISH', result: 'success' },
+  { type: 'FINISH', result: 'failed' },
+  { type: 'FINISH', result: 'cancelled' },
+]
+const deviceRules = new Map(deviceEvents.map((e) => [JSON.stringify(e), jobStatusRule(e)!]))
 
 /** Rows JSON cannot encode (a value nested beyond the serializer's stack). */
 class UnencodableRows extends Error {

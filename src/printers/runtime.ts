@@ -10,20 +10,24 @@ import { LocalShardDirectory, type ShardDirectory } from '../../actors/shard-dir
 import { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Config } from '../config.js'
 import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import type { Counter, MetricsRegistry } from '../metrics.js'
 import type { Database } from '../storage/database.js'
 import { EventRetention } from './event-retention.js'
 import { PgPrinterPersistence } from './event-store.js'
 
 export interface PrinterNode {
   readonly runtime: PrinterRuntime
+  /** printer_tasks_total: task changes, counted here for the starts a job:start links and by the dispatcher for the rest. */
+  readonly taskEvents: Counter
   readonly persistence: PgPrinterPersistence
   readonly retention: EventRetention
   stop(): Promise<void>
 }
 
 export async function startPrinterNode(db: Database, config: Config, metrics: MetricsRegistry, logger: Logger, clock: Clock, directory: ShardDirectory = new LocalShardDirectory()): Promise<PrinterNode> {
+  const taskEvents = metrics.counter('printer_tasks_total', 'Printer task changes: offered, claimed, started, expired, unconfirmed, cancelled.', ['event'])
   const persistence = new PgPrinterPersistence(db, {
+    taskStarts: taskEvents,
     flushSize: metrics.histogram('printer_event_flush_events', 'Events written per group-commit flush.', [], [0, 1, 10, 50, 100, 250, 500, 1000, 2500, 5000]),
     flushSeconds: metrics.histogram('printer_event_flush_seconds', 'Duration of one group-commit flush statement.', [], [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
   })
@@ -50,6 +54,7 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
   retention.start()
   return {
     runtime,
+    taskEvents,
     persistence,
     retention,
     async stop() {

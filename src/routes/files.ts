@@ -35,9 +35,12 @@ export const fileContentRoute = defineRoute({
   description:
     'With content-type (the file type), content-length, etag (the quoted SHA-256), content-disposition (the name it was uploaded with) ' +
     'and accept-ranges. A single `Range: bytes=…` answers 206 with that part; a range beyond the end answers 416. If-None-Match with ' +
-    'the etag answers 304. A signed download URL (GET /v1/files/{fileId}/download-url) reads it with no other credential until it expires.',
+    'the etag answers 304. A signed download URL (GET /v1/files/{fileId}/download-url) reads it with no other credential until it expires. ' +
+    'A bridge reading the file of a claimed printer task adds print_job_id, printer_task_id, claim_generation and printer_task_access_token: they ' +
+    'must match the live claim (a stale claim_generation → 409 task_claim_mismatch, a wrong token → 403 task_access_denied); a key with only ' +
+    'print:launch reads files this way, a key with files:read may also read without them.',
   tags: ['files'],
-  auth: { kind: 'organization', scope: 'files:read', signedUrl: true },
+  auth: { kind: 'organization', scope: ['files:read', 'print:launch'], signedUrl: true },
   access: 'organization member, or anyone holding a signed download URL',
   schemas: { params: FileParams, query: FileContentQuery },
   responses: {
@@ -45,7 +48,7 @@ export const fileContentRoute = defineRoute({
     206: { description: 'The requested range.', contentType: 'application/octet-stream', schema: Type.String({ format: 'binary' }) },
     304: { description: 'Not modified: the etag matches.' },
   },
-  errors: ['file_not_found', 'download_url_invalid', 'range_not_satisfiable', 'file_storage_unavailable'],
+  errors: ['file_not_found', 'download_url_invalid', 'range_not_satisfiable', 'file_storage_unavailable', 'task_claim_mismatch', 'task_access_denied', 'printer_task_not_found'],
   handler: async (req, svc: Services) => {
     const row = await fileForContent(req, svc)
     return contentReply(row, req.headers, svc, req.principal.kind === 'anonymous')
@@ -174,7 +177,15 @@ export const cleanupRoute = defineRoute({
 
 /** The row a content request may read: by its signature (anonymous) or in the caller's organization. */
 async function fileForContent(req: RouteRequest<{ params: typeof FileParams; query: typeof FileContentQuery }>, svc: Services): Promise<FileRow> {
-  if (req.principal.kind !== 'anonymous') return svc.files.records.active(organizationOf(req.principal), req.params.fileId)
+  if (req.principal.kind !== 'anonymous') {
+    const organizationId = organizationOf(req.principal)
+    // Task parameters, when given, must match the live claim whoever reads; without them files:read is needed.
+    const taskBound = await svc.jobs.dispatcher.checkTaskRead(organizationId, req.params.fileId, req.query)
+    if (!taskBound && req.principal.kind === 'api_key' && !req.principal.scopes.has('files:read')) {
+      throw new ServiceError('insufficient_scope', "reading a file needs files:read, or a printer task's claim (print_job_id, printer_task_id, claim_generation, printer_task_access_token)")
+    }
+    return svc.files.records.active(organizationId, req.params.fileId)
+  }
   const { expires, signature } = req.query
   const invalid = new ServiceError('download_url_invalid', 'the download URL has expired or was altered; ask for a new one')
   if (expires === undefined || signature === undefined) throw invalid

@@ -150,7 +150,12 @@ export const assignHostRoute = defineRoute({
   responses: { 200: { description: 'The new assignment.', schema: HostAssignmentSchema } },
   errors: ['printer_not_found'],
   // Through the printer's actor: the move is serialized with the events it fences.
-  handler: async (req, svc: Services) => ({ body: await svc.printers.assignHost(req.params.id, organizationOf(req.principal), req.body.hostId) }),
+  handler: async (req, svc: Services) => {
+    const moved = await svc.printers.assignHost(req.params.id, organizationOf(req.principal), req.body.hostId)
+    // The old assignment's printer tasks are fenced now rather than at the next sweep tick (DESIGN 14).
+    await svc.jobs.dispatcher.sweep(new Date(svc.clock.now())).catch((error: unknown) => svc.logger.warn('printer task sweep after a host move failed; the next tick retries', { error: String(error) }))
+    return { body: moved }
+  },
 })
 
 export const connectionStatusRoute = defineRoute({

@@ -42,6 +42,10 @@ class RecordingPersistence implements PrinterPersistence {
     this.log.set(unit.printerId, log)
     return { inserted: new Set(unit.events.map((e) => e.eventId)) }
   }
+  /** No printer tasks here: every printerTaskId names an unknown task. */
+  async linkTaskStarts() {
+    return new Map()
+  }
   async reserveJobIds(n: number) {
     return Array.from({ length: n }, (_, i) => 100 + i)
   }

@@ -53,6 +53,8 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     forwardTimeoutMs: 10_000,
     uploadLimitBytes: 1024 * 1024 * 1024,
     fileDeleteGraceDays: 30,
+    taskOfferTtlSeconds: 120,
+    taskStartDeadlineSeconds: 600,
     filesS3: undefined,
   })
 })

@@ -13,6 +13,7 @@ import { shardTokens } from './0007-shard-tokens.js'
 import { printerReadModel } from './0008-printer-read-model.js'
 import { modelsFiles } from './0009-models-files.js'
 import { materials } from './0010-materials.js'
+import { printJobs } from './0011-print-jobs.js'
 
 export interface Migration {
   readonly version: number
@@ -20,4 +21,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs]

@@ -1,0 +1,43 @@
+/**
+ * A bridge's job:start linked to its printer task (DESIGN section 14): the
+ * task → started and the job → printing in one transaction, once. The
+ * printer actor calls it (through its persistence) before it stores the
+ * event, so a task can never be started twice: the second start of a task
+ * answers `already`.
+ *
+ * Rows are locked job first, then task, the order every writer of jobs and
+ * tasks keeps (src/jobs/dispatch.ts), so two writers never wait on each other
+ * in a circle.
+ */
+import type { Sql } from 'postgres'
+import { nextJobStatus } from '../../machines/print-job.js'
+import type { TaskStartLink, TaskStartRequest } from '../../actors/printer-persistence.js'
+import type { JobStatus, TaskState } from '../../protocol/schemas/print-jobs.js'
+
+export async function linkTaskStarts(sql: Sql, printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>> {
+  const links = new Map<string, TaskStartLink>()
+  for (const start of starts) links.set(start.taskId, await linkOne(sql, printerId, start))
+  return links
+}
+
+async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest): Promise<TaskStartLink> {
+  return sql.begin(async (tx) => {
+    const [owner] = await tx<{ job_id: string }[]>`select job_id from printer_tasks where id = ${start.taskId} and printer_id = ${printerId}`
+    if (owner === undefined) return { outcome: 'unknown', jobId: null }
+    const jobId = Number(owner.job_id)
+    if (start.jobId !== undefined && start.jobId !== jobId) return { outcome: 'mismatch', jobId: null }
+    const [job] = await tx<{ status: JobStatus }[]>`select status from print_jobs where id = ${jobId} for update`
+    const [task] = await tx<{ state: TaskState; assignment_epoch: number; claim_generation: string | null }[]>`
+      select state, assignment_epoch, claim_generation from printer_tasks where id = ${start.taskId} for update`
+    if (job === undefined || task === undefined) return { outcome: 'unknown', jobId: null }
+    if (task.assignment_epoch !== start.assignmentEpoch) return { outcome: 'fenced', jobId }
+    if (task.state === 'started' || task.state === 'finished') return { outcome: 'already', jobId }
+    if (task.state !== 'offered' && task.state !== 'claimed' && task.state !== 'unconfirmed') return { outcome: 'fenced', jobId }
+    if (start.claimGeneration !== undefined && start.claimGeneration !== task.claim_generation) return { outcome: 'mismatch', jobId: null }
+    const next = nextJobStatus(job.status, { type: 'START' })
+    if (next === undefined) return { outcome: 'fenced', jobId }
+    await tx`update printer_tasks set state = 'started', started_at = now(), updated_at = now() where id = ${start.taskId}`
+    await tx`update print_jobs set status = ${next}, printer_id = ${printerId}, updated_at = now() where id = ${jobId}`
+    return { outcome: 'linked', jobId }
+  })
+}

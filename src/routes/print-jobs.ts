@@ -1,0 +1,135 @@
+/**
+ * Print jobs (SPEC group I; DESIGN section 14): create, list (filters in the
+ * body), read one, status changes, delete, and the hand assignment to a
+ * printer. Any member (or print-jobs:read) reads; changes are an admin's (or
+ * print-jobs:write), like every change to the farm.
+ */
+import {
+  AssignmentSchema,
+  AssignPrintJobBody,
+  CreatePrintJobBody,
+  PrintJobListBody,
+  PrintJobListSchema,
+  PrintJobParams,
+  PrintJobSchema,
+  PrintJobStatusBody,
+} from '../../protocol/schemas/print-jobs.js'
+import { SuccessSchema } from '../../protocol/schemas/models.js'
+import { organizationFor, organizationOf } from '../auth/principal.js'
+import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
+import { createdByOf } from '../jobs/job-store.js'
+import type { Services } from '../services.js'
+
+export const createPrintJobRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/print-jobs/create',
+  operationId: 'createPrintJob',
+  summary: 'Queue a print of a model file (one plate), optionally as a make with its chosen materials.',
+  description:
+    "Required materials (`constraints.required_materials`) come from the make when `make_id` is given, else from the plate's filaments as the " +
+    'slicer recorded them. `print_options.auto_assign: false` keeps the job for a hand assignment (POST /v1/print-jobs/{id}/assign). Answers 201 with the job.',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
+  schemas: { body: CreatePrintJobBody },
+  responses: { 201: { description: 'The job, queued.', schema: PrintJobSchema } },
+  errors: ['file_not_found', 'file_not_printable', 'make_not_found'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationFor(req.principal, req.body)
+    const by = req.principal.kind === 'member' ? createdByOf(req.principal.userId, null) : req.principal.kind === 'api_key' ? createdByOf(null, req.principal.keyId) : null
+    return { status: 201, body: await svc.jobs.store.create(organizationId, req.body, by) }
+  },
+})
+
+export const listPrintJobsRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/print-jobs',
+  operationId: 'listPrintJobs',
+  summary: 'List print jobs, newest first; the filters go in the body.',
+  description: '`status` (any of), `printer_id`, `model_file_id`, `make_id`, `batch_id`, `search` (part of the name); `total` counts every match.',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:read' },
+  emptyBodyAllowed: true,
+  schemas: { body: PrintJobListBody },
+  responses: { 200: { description: 'A page of jobs.', schema: PrintJobListSchema } },
+  handler: async (req, svc: Services) => ({ body: await svc.jobs.store.list(organizationFor(req.principal, req.body), req.body) }),
+})
+
+export const getPrintJobRoute = defineRoute({
+  method: 'GET',
+  path: '/v1/print-jobs/{id}',
+  operationId: 'getPrintJob',
+  summary: 'One print job: status, printer, task, progress, verification.',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:read' },
+  schemas: { params: PrintJobParams },
+  responses: { 200: { description: 'The job.', schema: PrintJobSchema } },
+  errors: ['print_job_not_found'],
+  handler: async (req, svc: Services) => ({ body: await svc.jobs.store.get(organizationOf(req.principal), Number(req.params.id)) }),
+})
+
+export const changePrintJobStatusRoute = defineRoute({
+  method: 'PATCH',
+  path: '/v1/print-jobs/{id}/status',
+  operationId: 'changePrintJobStatus',
+  summary: 'Cancel, requeue, pause or resume a job.',
+  description:
+    '`cancelled` from queued, dispatching, printing or paused (a printing job is cancelled now and its bridge told to stop). `queued` requeues a ' +
+    "failed or cancelled job, or a dispatching one whose claimed task never confirmed its start (its task is cancelled; a later job:start for it is refused). " +
+    '`paused` / `printing` send a pause / resume command to the bridge; the status follows when the bridge reports it. Anything else is 409 ' +
+    'job_transition_invalid naming both statuses.',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
+  schemas: { params: PrintJobParams, body: PrintJobStatusBody },
+  responses: { 200: { description: 'The job as stored now.', schema: PrintJobSchema } },
+  errors: ['print_job_not_found', 'job_transition_invalid'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationFor(req.principal, req.body)
+    const change = await svc.jobs.store.changeStatus(organizationId, Number(req.params.id), req.body, new Date(svc.clock.now()))
+    if (change.task !== null) svc.jobs.dispatcher.notify(organizationId, change.task.hostId, change.task.id)
+    return { body: change.job }
+  },
+})
+
+export const deletePrintJobRoute = defineRoute({
+  method: 'DELETE',
+  path: '/v1/print-jobs/{id}',
+  operationId: 'deletePrintJob',
+  summary: 'Delete a queued or ended job (409 job_in_progress while it is dispatching, printing or paused).',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
+  schemas: { params: PrintJobParams },
+  responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
+  errors: ['print_job_not_found', 'job_in_progress'],
+  handler: async (req, svc: Services) => {
+    await svc.jobs.store.delete(organizationOf(req.principal), Number(req.params.id))
+    return { body: { success: true } }
+  },
+})
+
+export const assignPrintJobRoute = defineRoute({
+  method: 'POST',
+  path: '/v1/print-jobs/{id}/assign',
+  operationId: 'assignPrintJob',
+  summary: "Offer a queued job to a printer by hand: a printer task for the printer's bridge to claim.",
+  description:
+    'The printer must be eligible: enabled, online, not in maintenance, ready (its last job verified), nothing running or offered on it, a host ' +
+    'assigned; otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again.',
+  tags: ['print-jobs'],
+  auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
+  schemas: { params: PrintJobParams, body: AssignPrintJobBody },
+  responses: { 200: { description: 'The job (dispatching) and its task (offered).', schema: AssignmentSchema } },
+  errors: ['print_job_not_found', 'printer_not_found', 'job_not_dispatchable', 'printer_not_eligible', 'file_not_printable'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationFor(req.principal, req.body)
+    return { body: await svc.jobs.dispatcher.assign(organizationId, Number(req.params.id), req.body.printer_id, new Date(svc.clock.now())) }
+  },
+})
+
+export const printJobRoutes: readonly Route<RouteSchemas, Services>[] = [
+  createPrintJobRoute,
+  listPrintJobsRoute,
+  getPrintJobRoute,
+  changePrintJobStatusRoute,
+  deletePrintJobRoute,
+  assignPrintJobRoute,
+] as Route<RouteSchemas, Services>[]
