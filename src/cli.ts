@@ -14,6 +14,7 @@ import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
 import { serviceVersion } from './version.js'
 import { runDisplaySim } from './displays/simulator-cli.js'
+import { runBridgeSim } from './bridge/bridge-sim-cli.js'
 import { runMosquittoSetup } from './mqtt/setup-cli.js'
 import { runAdminCommand } from './auth/admin-cli.js'
 
@@ -27,6 +28,7 @@ commands:
   admin reset-password EMAIL  set and print a new password for an account (the way back in); see README
   routes     print every route with who may call it and the API key scope it needs
   display-sim  run a simulated status display against a broker (see docs/displays.md)
+  bridge-sim   run the reference bridge for one host against a running service (see docs/print-jobs.md)
   mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (see docs/displays.md)
   version    print the version
   help       print this text
@@ -47,6 +49,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
   if (command === 'display-sim') return runDisplaySim(argv.slice(1))
+  if (command === 'bridge-sim') return runBridgeSim(argv.slice(1))
   if (command === 'mosquitto-setup') return runMosquittoSetup(argv.slice(1))
   if (command !== 'serve' && command !== 'migrate' && command !== 'admin') {
     process.stderr.write(`printfarm: unknown command '${command}'\n\n${usage}`)

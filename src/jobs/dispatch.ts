@@ -110,7 +110,7 @@ export class Dispatcher {
       return { job: jobOf(updated!), task: taskOf({ ...task!, print_options: updated!.print_options }), hostId: printer.host_id! }
     }).catch((error: unknown) => {
       // The store's own guard: another task went live on the printer between our check and insert.
-      if ((error as { code?: string }).code === '23505') {
+      if ((error as { code?: string; constraint_name?: string }).code === '23505' && (error as { constraint_name?: string }).constraint_name === 'printer_tasks_one_live_per_printer') {
         throw new ServiceError('printer_not_eligible', `printer ${printerId} has just been given another task`, { extra: { reasons: [{ printer_id: printerId, code: 'printer_busy', detail: 'the printer has a task already' }] } })
       }
       throw error
@@ -128,9 +128,10 @@ export class Dispatcher {
       join printers p on p.id = t.printer_id
       join print_jobs j on j.id = t.job_id
       left join files f on f.id = t.file_id
-      where t.organization_id = ${organizationId} and t.host_id = ${hostId}
-        and (t.state in ('offered', 'claimed') or (t.state = 'started' and t.commands <> '[]'::jsonb))
-        and p.host_id = t.host_id and p.assignment_epoch = t.assignment_epoch
+      where t.organization_id = ${organizationId} and p.host_id = ${hostId}
+        and ((t.state in ('offered', 'claimed') and t.host_id = p.host_id and t.assignment_epoch = p.assignment_epoch)
+          -- A running print's commands go to whichever host has the printer now (it may have moved mid-print).
+          or (t.state = 'started' and t.commands <> '[]'::jsonb))
       order by t.offered_at, t.id`
     return rows.map(taskOf)
   }

@@ -98,7 +98,18 @@ export class JobStore {
       const [task] =
         row.printer_task_id === null
           ? []
-          : await tx<{ id: string; host_id: string; state: string }[]>`select id, host_id, state from printer_tasks where id = ${row.printer_task_id} for update`
+          : await tx<{ id: string; host_id: string; state: string; commands: TaskCommand[] }[]>`
+              select t.id, coalesce(p.host_id, t.host_id) as host_id, t.state, t.commands from printer_tasks t left join printers p on p.id = t.printer_id
+              where t.id = ${row.printer_task_id} for update of t`
+      // A pause (or resume) the bridge has not carried out yet is taken back by asking for the other.
+      const pending = task?.state === 'started' ? task.commands.map((c) => c.kind) : []
+      if ((body.status === 'printing' && row.status === 'printing' && pending.includes('pause')) || (body.status === 'paused' && row.status === 'paused' && pending.includes('resume'))) {
+        await addCommand(tx, task!.id, body.status === 'printing' ? 'resume' : 'pause', now, { takeBack: true })
+        return { job: jobOf(row), task: { id: task!.id, hostId: task!.host_id } }
+      }
+      if (body.status === 'queued' && task?.state === 'started') {
+        throw new ServiceError('job_in_progress', `job ${id}'s printer has not confirmed the cancel yet (its bridge reports job:finish with result cancelled); requeue it after that`)
+      }
       const event: PrintJobEvent =
         body.status === 'cancelled'
           ? { type: 'CANCEL' }
@@ -144,6 +155,9 @@ export class JobStore {
     await this.#sql.begin(async (tx) => {
       const row = await lockJob(tx, organizationId, id)
       if (isActive(row.status)) throw new ServiceError('job_in_progress', `job ${id} is ${row.status}: cancel it first`)
+      // A cancelled job whose printer has not stopped yet keeps its task (and the cancel command on it) until the bridge confirms.
+      const [running] = await tx<{ id: string }[]>`select id from printer_tasks where job_id = ${id} and state = 'started'`
+      if (running !== undefined) throw new ServiceError('job_in_progress', `job ${id}'s printer has not confirmed the cancel yet; delete it once its bridge reports job:finish`)
       await tx`delete from print_jobs where id = ${id}`
     })
   }
@@ -160,14 +174,16 @@ export async function lockJob(tx: TransactionSql, organizationId: string, id: nu
  * the first (its id is what the bridge dedupes on); pause and resume replace each other; cancel
  * replaces both.
  */
-async function addCommand(tx: TransactionSql, taskId: string, kind: TaskCommand['kind'], now: Date): Promise<void> {
+async function addCommand(tx: TransactionSql, taskId: string, kind: TaskCommand['kind'], now: Date, options: { takeBack?: boolean } = {}): Promise<void> {
   const command: TaskCommand = { id: randomUUID(), kind, issued_at: now.toISOString() }
   const superseded = kind === 'cancel' ? ['pause', 'resume'] : kind === 'pause' ? ['resume'] : ['pause']
+  // takeBack: the printer is already where `kind` leads (the other command was never carried out), so the other goes and nothing is added.
+  const added = options.takeBack === true ? [] : [command]
   await tx`
     update printer_tasks set updated_at = ${now}, commands = (
       select coalesce(jsonb_agg(c order by n), '[]'::jsonb) from jsonb_array_elements(commands) with ordinality as e(c, n)
       where not (c->>'kind' = any(${superseded}::text[]))
-    ) || case when commands @> ${tx.json([{ kind }])} then '[]'::jsonb else ${tx.json([command])}::jsonb end
+    ) || case when commands @> ${tx.json([{ kind }])} then '[]'::jsonb else ${tx.json(added)}::jsonb end
     where id = ${taskId}`
 }
 

@@ -320,7 +320,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
       ), ended as (
         select id, p from jr where ea is not null
       ), tf as (
-        update printer_tasks set state = 'finished', ended_at = now(), updated_at = now()
+        update printer_tasks set state = 'finished', ended_at = now(), commands = '[]'::jsonb, updated_at = now()
         where job_id in (select id from ended) and state = 'started'
       ), tc as (
         -- A command is done once the printer shows its effect: paused answers pause, printing answers resume.

@@ -94,10 +94,12 @@ export interface StartChildOptions {
   env: Record<string, string | undefined>
   /** How long to wait for GET /readyz = 200. */
   readyTimeoutMs?: number
+  /** Listen on this port (a restarted service at the same address); a free one otherwise. */
+  port?: number
 }
 
 export async function startChildService(t: TestContext, options: StartChildOptions): Promise<ChildService> {
-  const port = await freePort()
+  const port = options.port ?? (await freePort())
   const child = spawn(process.execPath, [...typeScriptExecArgv(), cliPath, 'serve'], {
     cwd: repoRoot,
     env: childEnv({ ...options.env, PORT: String(port) }),

@@ -1,0 +1,335 @@
+/**
+ * A reference bridge (`printfarm bridge-sim`; docs/print-jobs.md): one host
+ * with its printers, driven against a running service exactly as a real
+ * bridge should drive it. It polls the host's printer tasks, claims an
+ * offered one for an idle printer, downloads the file with the claim's
+ * parameters and checks its SHA-256, reports the start as a job:start naming the task, "prints"
+ * (progress events over a simulated duration) and reports the finish; it
+ * carries out cancel, pause and resume commands once per command id.
+ *
+ * The rules that make a print happen once, which a real bridge must keep too:
+ * - every request is retried until it gets an answer (a lost connection or a
+ *   5xx is no answer), and an event is retried as the same event (same
+ *   eventId and seqn), so the service dedupes it;
+ * - a printer's events go one request at a time, in seqn order;
+ * - the print starts only once the service has accepted the job:start
+ *   (applied, or duplicate of an accepted one); a refused start is not
+ *   printed.
+ *
+ * Each thing it does is one log entry (`onLog`); the CLI writes them as JSON
+ * lines, and tests count prints from them.
+ */
+import { createHash, randomUUID } from 'node:crypto'
+
+export interface BridgeSimOptions {
+  /** The service's base URL, e.g. http://127.0.0.1:8080. */
+  url: string
+  /** An API key with the bridge scopes (printers:read, printers:write, files:read, print:launch). */
+  apiKey: string
+  hostId: string
+  /** Simulated print time per job (default 2,000 ms). */
+  printMs?: number
+  /** job:update events during a print (default 2). */
+  progressSteps?: number
+  /** Between polls of the host's tasks (default 1,000 ms). */
+  pollMs?: number
+  /** A heartbeat for each idle printer this often (default 20,000 ms), so printers stay online. */
+  heartbeatMs?: number
+  /** First wait before retrying a request without an answer (doubles to 2 s). */
+  retryMs?: number
+  onLog?: (entry: BridgeLogEntry) => void
+}
+
+export interface BridgeLogEntry {
+  at: string
+  host: string
+  printer?: string
+  job?: number
+  task?: string
+  event: 'ready' | 'claimed' | 'claim_refused' | 'downloaded' | 'download_failed' | 'started' | 'start_refused' | 'progress' | 'finished' | 'command' | 'no_answer'
+  detail?: string
+}
+
+interface SimPrinter {
+  id: string
+  epoch: number
+  seqn: number
+  /** Events go one at a time, in order. */
+  chain: Promise<unknown>
+  /** The task it is working on (claimed or printing), if any. */
+  busy: { taskId: string; jobId: number; printing: boolean; paused: boolean; cancelled: boolean } | undefined
+  lastEventAt: number
+}
+
+interface TaskView {
+  id: string
+  job_id: number
+  printer_id: string
+  assignment_epoch: number
+  state: string
+  file_sha256: string | null
+  commands: { id: string; kind: 'cancel' | 'pause' | 'resume' }[]
+}
+
+class NoAnswer extends Error {}
+
+export class BridgeSimulator {
+  readonly #o: Required<Omit<BridgeSimOptions, 'onLog'>> & { onLog: (entry: BridgeLogEntry) => void }
+  readonly #printers = new Map<string, SimPrinter>()
+  readonly #doneCommands = new Set<string>()
+  #stopped = false
+  #loop: Promise<void> | undefined
+  readonly #prints = new Set<Promise<void>>()
+
+  constructor(options: BridgeSimOptions) {
+    this.#o = {
+      printMs: 2_000,
+      progressSteps: 2,
+      pollMs: 1_000,
+      heartbeatMs: 20_000,
+      retryMs: 100,
+      onLog: () => undefined,
+      ...options,
+      url: options.url.replace(/\/+$/, ''),
+    }
+  }
+
+  /** Reads the host's printers (and where each one's seqn stands), then runs until stop(). */
+  async start(): Promise<void> {
+    const config = await this.#call<{ printers: { id: string; assignment_epoch: number; host_id: string | null }[] }>('GET', `/v1/printer-config?host_id=${encodeURIComponent(this.#o.hostId)}&include_incomplete=true`)
+    for (const p of config.printers) {
+      if (p.host_id !== this.#o.hostId) continue
+      const state = await this.#call<{ printer: { last_seqn: number | null } }>('GET', `/v1/printers/${p.id}`)
+      this.#printers.set(p.id, { id: p.id, epoch: p.assignment_epoch, seqn: state.printer.last_seqn ?? -1, chain: Promise.resolve(), busy: undefined, lastEventAt: 0 })
+      this.#log({ event: 'ready', printer: p.id, detail: `epoch ${p.assignment_epoch}, next seqn ${(state.printer.last_seqn ?? -1) + 1}` })
+    }
+    await Promise.all([...this.#printers.values()].map((p) => this.#event(p, 'heartbeat', {})))
+    this.#loop = this.#run()
+  }
+
+  get printerIds(): string[] {
+    return [...this.#printers.keys()]
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true
+    await this.#loop
+    await Promise.allSettled([...this.#prints])
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopped) {
+      try {
+        await this.#pollOnce()
+        await this.#heartbeats()
+      } catch (error) {
+        if (!(error instanceof NoAnswer)) this.#log({ event: 'no_answer', detail: String(error) })
+      }
+      await delay(this.#o.pollMs)
+    }
+  }
+
+  async #pollOnce(): Promise<void> {
+    const { tasks } = await this.#call<{ tasks: TaskView[] }>('GET', `/v1/hosts/${encodeURIComponent(this.#o.hostId)}/printer-tasks`)
+    for (const task of tasks) {
+      const printer = this.#printers.get(task.printer_id)
+      if (printer === undefined || task.assignment_epoch !== printer.epoch) continue
+      for (const command of task.commands) if (printer.busy?.taskId === task.id) this.#command(printer, command)
+      if ((task.state === 'offered' || task.state === 'claimed') && printer.busy === undefined) {
+        printer.busy = { taskId: task.id, jobId: task.job_id, printing: false, paused: false, cancelled: false }
+        const run = this.#take(printer, task).finally(() => this.#prints.delete(run))
+        this.#prints.add(run)
+      }
+    }
+  }
+
+  /** Claim, download, start, print, finish: one task on one printer. */
+  async #take(printer: SimPrinter, task: TaskView): Promise<void> {
+    const busy = printer.busy!
+    try {
+      const claim = await this.#call<{ claim_generation: string; printer_task_access_token: string; download_url: string | null; task: TaskView & { file_id: string | null } }>('POST', `/v1/printer-tasks/${task.id}/claim`, {
+        hostId: this.#o.hostId,
+        assignmentEpoch: printer.epoch,
+      }).catch((error: unknown) => {
+        if (error instanceof Refused) {
+          this.#log({ event: 'claim_refused', printer: printer.id, task: task.id, job: task.job_id, detail: error.message })
+          return undefined
+        }
+        throw error
+      })
+      if (claim === undefined) return
+      this.#log({ event: 'claimed', printer: printer.id, task: task.id, job: task.job_id, detail: claim.claim_generation })
+      if (claim.task.file_id !== null) {
+        // The task-bound read (the claim's four parameters) rather than download_url: it needs no
+        // PUBLIC_BASE_URL to be right, and the service checks it against the live claim.
+        const query = new URLSearchParams({
+          print_job_id: String(task.job_id),
+          printer_task_id: task.id,
+          claim_generation: claim.claim_generation,
+          printer_task_access_token: claim.printer_task_access_token,
+        })
+        if (!(await this.#download(`${this.#o.url}/v1/files/${claim.task.file_id}?${query}`, claim.task.file_sha256, printer, task))) return
+      }
+      const start = await this.#event(printer, 'job:start', { jobId: task.job_id, printerTaskId: task.id, claimGeneration: claim.claim_generation })
+      if (start.outcome !== 'applied' && start.outcome !== 'duplicate') {
+        this.#log({ event: 'start_refused', printer: printer.id, task: task.id, job: task.job_id, detail: `${start.outcome} ${start.reason ?? ''}`.trim() })
+        return
+      }
+      busy.printing = true
+      this.#log({ event: 'started', printer: printer.id, task: task.id, job: task.job_id })
+      const steps = Math.max(0, this.#o.progressSteps)
+      for (let step = 1; step <= steps && !busy.cancelled; step++) {
+        await this.#printFor(busy, this.#o.printMs / (steps + 1))
+        if (busy.cancelled) break
+        const progress = Math.round((step / (steps + 1)) * 100)
+        await this.#event(printer, 'job:update', { progress })
+        this.#log({ event: 'progress', printer: printer.id, job: task.job_id, detail: `${progress}%` })
+      }
+      if (!busy.cancelled) await this.#printFor(busy, this.#o.printMs / (steps + 1))
+      const result = busy.cancelled ? 'cancelled' : 'success'
+      await this.#event(printer, 'job:finish', { result })
+      this.#log({ event: 'finished', printer: printer.id, task: task.id, job: task.job_id, detail: result })
+    } finally {
+      printer.busy = undefined
+    }
+  }
+
+  async #download(url: string, sha256: string | null, printer: SimPrinter, task: TaskView): Promise<boolean> {
+    for (let wait = this.#o.retryMs; ; wait = Math.min(2_000, wait * 2)) {
+      try {
+        const res = await fetch(url, { headers: { 'x-api-key': this.#o.apiKey }, signal: AbortSignal.timeout(60_000) })
+        if (res.status === 200) {
+          const bytes = Buffer.from(await res.arrayBuffer())
+          const digest = createHash('sha256').update(bytes).digest('hex')
+          if (sha256 !== null && digest !== sha256) {
+            this.#log({ event: 'download_failed', printer: printer.id, task: task.id, job: task.job_id, detail: 'sha256 differs' })
+            return false
+          }
+          this.#log({ event: 'downloaded', printer: printer.id, task: task.id, job: task.job_id, detail: `${bytes.length} bytes` })
+          return true
+        }
+        await res.arrayBuffer().catch(() => undefined)
+        if (res.status < 500) {
+          this.#log({ event: 'download_failed', printer: printer.id, task: task.id, job: task.job_id, detail: `HTTP ${res.status}` })
+          return false
+        }
+      } catch {
+        // No answer: the same download again.
+      }
+      if (this.#stopped) return false
+      await delay(wait)
+    }
+  }
+
+  /** Waits `ms` of printing time; a pause stops the time, a cancel ends it. */
+  async #printFor(busy: NonNullable<SimPrinter['busy']>, ms: number): Promise<void> {
+    let left = ms
+    while (left > 0 && !busy.cancelled) {
+      const step = Math.min(left, 50)
+      await delay(step)
+      if (!busy.paused) left -= step
+    }
+  }
+
+  /** Carries out a command once per id (the service lists it until the matching event arrives). */
+  #command(printer: SimPrinter, command: { id: string; kind: 'cancel' | 'pause' | 'resume' }): void {
+    if (this.#doneCommands.has(command.id)) return
+    this.#doneCommands.add(command.id)
+    const busy = printer.busy!
+    this.#log({ event: 'command', printer: printer.id, task: busy.taskId, job: busy.jobId, detail: command.kind })
+    if (command.kind === 'cancel') busy.cancelled = true
+    else if (command.kind === 'pause' && !busy.paused) {
+      busy.paused = true
+      void this.#event(printer, 'job:pause', {}).catch(() => undefined)
+    } else if (command.kind === 'resume' && busy.paused) {
+      busy.paused = false
+      void this.#event(printer, 'job:unpause', {}).catch(() => undefined)
+    }
+  }
+
+  async #heartbeats(): Promise<void> {
+    const now = Date.now()
+    await Promise.all(
+      [...this.#printers.values()].filter((p) => p.busy === undefined && now - p.lastEventAt >= this.#o.heartbeatMs).map((p) => this.#event(p, 'heartbeat', {})),
+    )
+  }
+
+  /** One event of a printer, in its turn, retried as the same event until answered. */
+  #event(printer: SimPrinter, type: string, data: Record<string, unknown>): Promise<{ outcome: string; reason?: string }> {
+    const next = printer.chain.then(async () => {
+      printer.seqn++
+      const event = { eventId: randomUUID(), type, timestamp: Date.now(), seqn: printer.seqn, hostId: this.#o.hostId, assignmentEpoch: printer.epoch, deliveryAttempt: 1, data }
+      for (let attempt = 1, wait = this.#o.retryMs; ; attempt++, wait = Math.min(2_000, wait * 2)) {
+        try {
+          const answer = await this.#once<{ events: { outcome: string; reason?: string }[] }>('POST', '/v1/printer-events/batch', {
+            printerId: printer.id,
+            hostId: this.#o.hostId,
+            assignmentEpoch: printer.epoch,
+            timestamp: Date.now(),
+            events: [{ ...event, deliveryAttempt: attempt }],
+          })
+          printer.lastEventAt = Date.now()
+          return answer.events[0]!
+        } catch (error) {
+          if (!(error instanceof NoAnswer)) throw error
+        }
+        await delay(wait)
+      }
+    })
+    printer.chain = next.catch(() => undefined)
+    return next
+  }
+
+  /** A request retried until it is answered: 2xx → body, 4xx → Refused, no answer or 5xx → again. */
+  async #call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    for (let wait = this.#o.retryMs; ; wait = Math.min(2_000, wait * 2)) {
+      try {
+        return await this.#once<T>(method, path, body)
+      } catch (error) {
+        if (!(error instanceof NoAnswer)) throw error
+      }
+      if (this.#stopped) throw new NoAnswer('stopped')
+      await delay(wait)
+    }
+  }
+
+  async #once<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let res: Response
+    try {
+      res = await fetch(`${this.#o.url}${path}`, {
+        method,
+        headers: { 'x-api-key': this.#o.apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? null : JSON.stringify(body),
+        signal: AbortSignal.timeout(30_000),
+      })
+    } catch (error) {
+      throw new NoAnswer(String(error))
+    }
+    const text = await res.text().catch(() => '')
+    if (res.status >= 500) throw new NoAnswer(`HTTP ${res.status}`)
+    const json = text === '' ? undefined : (JSON.parse(text) as unknown)
+    if (res.status >= 400) throw new Refused(res.status, json)
+    return json as T
+  }
+
+  #log(entry: Omit<BridgeLogEntry, 'at' | 'host'>): void {
+    this.#o.onLog({ at: new Date().toISOString(), host: this.#o.hostId, ...entry })
+  }
+}
+
+/** A 4xx answer: the request was understood and refused; retrying it changes nothing. */
+export class Refused extends Error {
+  readonly status: number
+  readonly body: unknown
+
+  constructor(status: number, body: unknown) {
+    const code = (body as { error?: unknown } | undefined)?.error
+    super(`HTTP ${status}${typeof code === 'string' ? ` ${code}` : ''}`)
+    this.status = status
+    this.body = body
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
