@@ -58,6 +58,7 @@ import { materialRoutes } from './routes/materials.js'
 import { MaterialStore } from './materials/material-store.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
+import { HostBindings } from './auth/host-binding.js'
 import { printJobRoutes } from './routes/print-jobs.js'
 import { printerTaskRoutes } from './routes/printer-tasks.js'
 import { DisplayStore } from './displays/display-store.js'
@@ -323,6 +324,7 @@ function wireServices(
     files: core.files,
     materials: new MaterialStore(db.sql),
     jobs: core.jobs,
+    hostBindings: new HostBindings(db.sql),
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),

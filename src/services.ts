@@ -22,6 +22,7 @@ import type { DisplayNode } from './displays/index.js'
 import type { FileNode } from './files/index.js'
 import type { MaterialStore } from './materials/material-store.js'
 import type { JobNode } from './jobs/index.js'
+import type { HostBindings } from './auth/host-binding.js'
 
 export interface NodeState {
   /** Migration version the store is at; 0 until migrations ran. */
@@ -57,6 +58,8 @@ export interface Services {
   readonly files: FileNode
   /** The materials catalogue. */
   readonly materials: MaterialStore
+  /** Which host each paired bridge key speaks for. */
+  readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */
   readonly jobs: JobNode
   readonly state: NodeState

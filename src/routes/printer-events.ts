@@ -24,6 +24,7 @@ import type { Services } from '../services.js'
 import { organizationOf } from '../auth/principal.js'
 
 const ingestErrors: ErrorCode[] = [
+  'api_key_host_mismatch',
   'printer_not_found',
   'printer_not_assigned',
   'assignment_epoch_stale',
@@ -61,6 +62,7 @@ export const postPrinterEventRoute = defineRoute({
     const printerId = printerOfSingleEvent(event)
     if (printerId === undefined) throw new ServiceError('validation_failed', 'body.printerId is required (or data.printerId): it names the printer the event is about')
     if (nestsDeeperThan(event.data, maxDataDepth)) throw new ServiceError('validation_failed', `body.data nests deeper than ${maxDataDepth} levels`)
+    await svc.hostBindings.check(req.principal, event.hostId)
     const result = await svc.printers.ingest(printerId, {
       organizationId: organizationOf(req.principal),
       hostId: event.hostId,
@@ -106,6 +108,7 @@ export const postPrinterEventBatchRoute = defineRoute({
     const batch = req.body
     const problem = checkBatch(batch)
     if (problem !== undefined) throw new ServiceError('validation_failed', describeBatchProblem(problem))
+    await svc.hostBindings.check(req.principal, batch.hostId)
     const result = await svc.printers.ingest(batch.printerId, {
       organizationId: organizationOf(req.principal),
       hostId: batch.hostId,

@@ -34,7 +34,11 @@ export const hostTasksRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print:launch', admin: true },
   schemas: { params: HostTasksParams },
   responses: { 200: { description: 'The tasks, oldest first.', schema: HostTasksSchema } },
-  handler: async (req, svc: Services) => ({ body: { tasks: await svc.jobs.dispatcher.hostTasks(organizationOf(req.principal), req.params.hostId) } }),
+  errors: ['api_key_host_mismatch'],
+  handler: async (req, svc: Services) => {
+    await svc.hostBindings.check(req.principal, req.params.hostId)
+    return { body: { tasks: await svc.jobs.dispatcher.hostTasks(organizationOf(req.principal), req.params.hostId) } }
+  },
 })
 
 export const getTaskRoute = defineRoute({
@@ -64,9 +68,10 @@ export const claimTaskRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print:launch', admin: true },
   schemas: { params: TaskParams, body: ClaimTaskBody },
   responses: { 200: { description: 'The claim.', schema: ClaimSchema } },
-  errors: ['printer_task_not_found', 'task_not_claimable', 'assignment_other_host', 'assignment_epoch_stale', 'assignment_epoch_unknown'],
+  errors: ['printer_task_not_found', 'task_not_claimable', 'assignment_other_host', 'assignment_epoch_stale', 'assignment_epoch_unknown', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
+    await svc.hostBindings.check(req.principal, req.body.hostId)
     return { body: await svc.jobs.dispatcher.claim(organizationId, req.params.id, req.body, new Date(svc.clock.now())) }
   },
 })
