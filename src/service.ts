@@ -120,6 +120,7 @@ interface Core {
   readonly displayNode: DisplayNode
   readonly files: FileNode
   readonly jobs: JobNode
+  readonly hostBindings: HostBindings
 }
 
 /** The live feed with its relay to other nodes (when Redis is configured). */
@@ -216,12 +217,14 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   const files = createFileNode(config, db, sealedBox, logger, metrics)
   files.start()
   parts.add(() => files.close())
+  const hostBindings = new HostBindings(db.sql)
   const jobs = createJobNode(config, db, sealedBox, files, logger, metrics, clock, printerNode.taskEvents)
+  jobs.watch(printerNode.runtime)
   jobs.start()
   parts.add(() => jobs.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs }
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, hostBindings }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -258,7 +261,7 @@ async function startCluster(
 }
 
 async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<Live> {
-  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
+  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
   // Display frames come from the node that runs the display's actor (relayed to the others below).
   core.displayNode.onLiveChange((organizationId, display) => feed.hub.displayChanged(organizationId, display))
@@ -272,6 +275,9 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   parts.add(() => relay.close())
   feed.onLocalChange((change) => relay.publish(change))
   feed.onLocalRemoval((removal) => relay.publishRemoval(removal))
+  // Host topics: every node hears which task changed and reads it back if one of its bridges follows the host.
+  feed.onLocalTaskChange((touched) => relay.publishTask(touched))
+  relay.onTaskReceived((touched) => feed.taskChanged(touched))
   core.displayNode.onLiveChange((organizationId, display) => relay.publishDisplay(organizationId, display))
   // The status feeds of this node's displays follow printers owned by other nodes too.
   relay.onReceived((change) => core.displayNode.feed.printerChanged(change.printer.id))
@@ -324,7 +330,7 @@ function wireServices(
     files: core.files,
     materials: new MaterialStore(db.sql),
     jobs: core.jobs,
-    hostBindings: new HostBindings(db.sql),
+    hostBindings: core.hostBindings,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),
       verifyFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),

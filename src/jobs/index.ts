@@ -5,6 +5,8 @@
  * the node's clock, often enough for the shortest deadline configured.
  */
 import type { Clock } from '../../actors/clock.js'
+import type { PrinterChange } from '../../actors/printer-actor.js'
+import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Config } from '../config.js'
 import type { FileNode } from '../files/index.js'
 import type { Logger } from '../log.js'
@@ -17,9 +19,14 @@ import { JobStore } from './job-store.js'
 export interface JobNode {
   readonly store: JobStore
   readonly dispatcher: Dispatcher
+  /** Follows the printers' commits: a task a bridge's event started, finished or answered a command of is announced. */
+  watch(printers: Pick<PrinterRuntime, 'onChange'>): void
   start(): void
   close(): void
 }
+
+/** Job events that change the job's task (start, command answers, the end). */
+const taskChangingEvents = new Set(['job:start', 'job:pause', 'job:unpause', 'job:finish'])
 
 export function createJobNode(config: Config, db: Database, box: SealedBox, files: FileNode, logger: Logger, metrics: MetricsRegistry, clock: Clock, taskEvents: Counter): JobNode {
   const dispatcher = new Dispatcher(db.sql, {
@@ -43,13 +50,32 @@ export function createJobNode(config: Config, db: Database, box: SealedBox, file
       .catch((error: unknown) => logger.warn('printer task sweep failed; retried at the next tick', { error: String(error) }))
       .finally(() => (running = false))
   }
+  // Task changes the group commit makes (src/printers/event-store.ts, src/jobs/task-links.ts) are announced
+  // after it, from the committed change: the jobs its job events touched, looked up once per commit.
+  const announce = async (change: PrinterChange): Promise<void> => {
+    const jobIds = new Set<number>()
+    for (const e of change.events) if (e.applied && e.jobId !== null && taskChangingEvents.has(e.type)) jobIds.add(e.jobId)
+    for (const job of change.jobs) if (job.endedAt !== null) jobIds.add(job.jobId)
+    if (jobIds.size === 0) return
+    const tasks = await db.sql<{ id: string; organization_id: string; host_id: string }[]>`
+      select t.id, t.organization_id, coalesce(p.host_id, t.host_id) as host_id from printer_tasks t left join printers p on p.id = t.printer_id
+      where t.job_id = any(${[...jobIds]}::int8[]) and t.state in ('started', 'finished')`
+    for (const task of tasks) dispatcher.notify(task.organization_id, task.host_id, task.id)
+  }
+  let unwatch: (() => void) | undefined
   return {
     store: new JobStore(db.sql),
     dispatcher,
+    watch: (printers) => {
+      unwatch = printers.onChange((change) => void announce(change).catch((error: unknown) => logger.warn('announcing printer task changes failed', { error: String(error) })))
+    },
     start: () => {
       timer = clock.setInterval(sweep, everyMs)
       sweep()
     },
-    close: () => clock.clearInterval(timer),
+    close: () => {
+      clock.clearInterval(timer)
+      unwatch?.()
+    },
   }
 }

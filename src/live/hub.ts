@@ -8,14 +8,17 @@
  * Changes arrive from this node's printer actors after their commit and,
  * with Redis, from other nodes (src/live/redis-relay.ts); both go through
  * `printerChanged`, so a dashboard sees the whole farm whichever node owns a
- * printer. Sequences are this node's: a client that moves to another node
- * gets a snapshot, as the `stream` of its seqs does not match.
+ * printer. Printer tasks reach `host:<hostId>` through `taskChanged`, each
+ * read back on this node (src/live/host-tasks.ts). Sequences are this
+ * node's: a client that moves to another node gets a snapshot, as the
+ * `stream` of its seqs does not match.
  */
 import { encode } from '@msgpack/msgpack'
 import { randomBytes } from 'node:crypto'
 import type { PrinterChange } from '../../actors/printer-actor.js'
 import type { EventRecord } from '../../actors/printer-persistence.js'
 import type { ServerFrame } from '../../protocol/live.js'
+import type { PrinterTask } from '../../protocol/schemas/print-jobs.js'
 import type { PrinterState } from '../../protocol/schemas/printer-state.js'
 import { printerStateOfView } from '../printers/read-model.js'
 import type { LiveJob } from './snapshots.js'
@@ -32,6 +35,8 @@ export interface HubOptions {
   ringSize?: number
   /** Frames kept per `printer:<id>` topic (they carry whole event batches, so fewer). */
   printerRingSize?: number
+  /** Frames kept per `host:<hostId>` topic (one task each). */
+  hostRingSize?: number
   /** Topics (with their rings) kept at most; the least recently published go first. */
   maxStreams?: number
 }
@@ -83,6 +88,7 @@ export class LiveHub {
   readonly #options: HubOptions
   readonly #ringSize: number
   readonly #printerRingSize: number
+  readonly #hostRingSize: number
   readonly #maxStreams: number
   readonly #streams = new Map<string, Stream>()
   /** Latest state of every printer heard of, per organization (what a lagging client gets, coalesced). */
@@ -96,6 +102,7 @@ export class LiveHub {
     this.#options = options
     this.#ringSize = options.ringSize ?? 1024
     this.#printerRingSize = options.printerRingSize ?? 16
+    this.#hostRingSize = options.hostRingSize ?? 64
     this.#maxStreams = options.maxStreams ?? 5_000
   }
 
@@ -129,6 +136,21 @@ export class LiveHub {
   /** A status display changed (registration, binding, target, capability); `display` is its whole live view, or `{id, deleted: true}`. */
   displayChanged(organizationId: string, display: object): void {
     this.#publish(organizationId, 'displays', { display })
+  }
+
+  /**
+   * A printer task changed: the topic of the host the dispatcher named gets the whole task (the
+   * bridge dedupes commands by id). That host, not `task.host_id`: a running print's commands go
+   * to whichever host has the printer now.
+   */
+  taskChanged(organizationId: string, hostId: string, task: PrinterTask): void {
+    this.#publish(organizationId, `host:${hostId}`, { task })
+  }
+
+  /** Whether this node has a subscriber of the topic, or one reading its snapshot (else a change to it need not even be read). */
+  follows(organizationId: string, topic: string): boolean {
+    if (this.#streams.has(`${organizationId}/${topic}`)) return true
+    return this.#options.subscribers(uwsTopic('j', organizationId, topic)) + this.#options.subscribers(uwsTopic('m', organizationId, topic)) > 0
   }
 
   /** Told of every printer changed or removed, after it was published (lagging sockets record what they missed). */
@@ -192,10 +214,11 @@ export class LiveHub {
     const jsonSubscribers = this.#options.subscribers(json)
     const mpSubscribers = this.#options.subscribers(mp)
     const perPrinter = topic.startsWith('printer:')
+    const perHost = topic.startsWith('host:')
     let stream = this.#streams.get(key)
-    // A printer's own topic is kept only while someone follows it: thousands of printers
-    // must not each hold a ring of event batches nobody will read (a new subscriber gets a snapshot).
-    if (stream === undefined && perPrinter && jsonSubscribers + mpSubscribers === 0) return
+    // A printer's or a host's own topic is kept only while someone follows it: thousands of
+    // them must not each hold a ring nobody will read (a new subscriber gets a snapshot).
+    if (stream === undefined && (perPrinter || perHost) && jsonSubscribers + mpSubscribers === 0) return
     if (stream === undefined) {
       if (this.#streams.size >= this.#maxStreams) this.#streams.delete(this.#streams.keys().next().value!)
       stream = { seq: 0, ring: [] }
@@ -205,7 +228,7 @@ export class LiveHub {
     this.#streams.set(key, stream)
     const frame: ServerFrame = { op: 'event', topic, seq: ++stream.seq, data }
     stream.ring.push(frame)
-    if (stream.ring.length > (perPrinter ? this.#printerRingSize : this.#ringSize)) stream.ring.shift()
+    if (stream.ring.length > (perPrinter ? this.#printerRingSize : perHost ? this.#hostRingSize : this.#ringSize)) stream.ring.shift()
     if (jsonSubscribers > 0) this.#options.publish(json, JSON.stringify(frame), false)
     if (mpSubscribers > 0) this.#options.publish(mp, encode(frame), true)
     this.published++

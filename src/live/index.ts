@@ -1,6 +1,7 @@
 /**
  * The live feed of one node: hub, WebSocket server and (with Redis) the relay
- * to other nodes, wired to the printer actors' commit hook.
+ * to other nodes, wired to the printer actors' commit hook and the
+ * dispatcher's task hook.
  */
 import type { Clock } from '../../actors/clock.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
@@ -8,9 +9,11 @@ import type { Sessions } from '../auth/sessions.js'
 import { bearerToken, type Authenticate } from '../auth/authenticate.js'
 import { currentApiKeyScopes } from '../auth/api-keys.js'
 import type { TemplatedApp } from '../http/uws.js'
+import type { Principal } from '../http/route.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import type { Database } from '../storage/database.js'
+import { HostTaskFeed, type TaskSource, type TaskTouched } from './host-tasks.js'
 import { LiveHub, liveChangeOf, type LiveChange, type LiveRemoval } from './hub.js'
 import { LiveServer } from './socket-server.js'
 import { Snapshots } from './snapshots.js'
@@ -23,6 +26,10 @@ export interface LiveFeed {
   onLocalChange(listener: (change: LiveChange) => void): void
   /** Printers deleted through this node (the Redis relay publishes them to other nodes). */
   onLocalRemoval(listener: (removal: LiveRemoval) => void): void
+  /** Printer tasks changed through this node (the Redis relay tells the other nodes). */
+  onLocalTaskChange(listener: (touched: TaskTouched) => void): void
+  /** A printer task changed through another node: read back here if this node follows its host. */
+  taskChanged(touched: TaskTouched): void
   /**
    * A printer's configuration changed through this node (created, renamed, retyped, deleted):
    * dashboards see it now, not at its next event. Reads the committed row; a printer no longer
@@ -35,6 +42,10 @@ export interface LiveFeed {
 export function createLiveFeed(options: {
   db: Database
   printers: PrinterRuntime
+  /** The dispatcher: host topic snapshots, and its hook says which task changed. */
+  tasks: TaskSource
+  /** A paired bridge key's host binding, checked on a host topic's subscription. */
+  checkHost?: (principal: Principal, hostId: string) => Promise<void>
   authenticate: Authenticate
   sessions: Sessions
   logger: Logger
@@ -46,7 +57,7 @@ export function createLiveFeed(options: {
     publish: (topic, message, isBinary) => app?.publish(topic, message, isBinary),
     subscribers: (topic) => app?.numSubscribers(topic) ?? 0,
   })
-  const snapshots = new Snapshots(options.db, options.clock)
+  const snapshots = new Snapshots(options.db, options.clock, options.tasks)
   const server = new LiveServer({
     hub,
     snapshots,
@@ -54,6 +65,7 @@ export function createLiveFeed(options: {
     metrics: options.metrics,
     clock: options.clock,
     currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids),
+    ...(options.checkHost === undefined ? {} : { checkHost: options.checkHost }),
     authenticate: async (headers, query) => {
       const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)
       const token = bearerToken(headers)
@@ -64,6 +76,13 @@ export function createLiveFeed(options: {
   })
   const local = new Set<(change: LiveChange) => void>()
   const removals = new Set<(removal: LiveRemoval) => void>()
+  const localTasks = new Set<(touched: TaskTouched) => void>()
+  const hostTasks = new HostTaskFeed(hub, options.tasks, options.logger)
+  options.tasks.onTaskChange((organizationId, hostId, taskId) => {
+    const touched = { organizationId, hostId, taskId }
+    hostTasks.changed(touched)
+    for (const listener of localTasks) listener(touched)
+  })
   const published = options.metrics.counter('live_changes_total', 'Printer changes published to the live feed, by origin (local actors or another node).', ['origin'])
   const fromHere = published.cell({ origin: 'local' })
   options.printers.onChange((change) => {
@@ -84,6 +103,12 @@ export function createLiveFeed(options: {
     },
     onLocalRemoval(listener) {
       removals.add(listener)
+    },
+    onLocalTaskChange(listener) {
+      localTasks.add(listener)
+    },
+    taskChanged(touched) {
+      hostTasks.changed(touched)
     },
     async printerConfigChanged(organizationId, printerId) {
       const found = await snapshots.printer(organizationId, printerId)

@@ -5,6 +5,8 @@
  * what other nodes publish into its hub, so a dashboard on node B sees the
  * printers and displays owned by node A. A display's views all come from its
  * owner, through one connection, so they arrive in the order it read them.
+ * A printer task crosses as a notice only (which task of which host): each
+ * node reads the task itself, if it follows the host (src/live/host-tasks.ts).
  *
  * Pub/sub is fire-and-forget: a change published while a node is
  * disconnected from Redis is not seen there (its clients detect nothing
@@ -22,6 +24,7 @@ import { Redis } from 'ioredis'
 import { withTimeout } from '../deadline.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
+import type { TaskTouched } from './host-tasks.js'
 import type { LiveChange, LiveHub, LiveRemoval } from './hub.js'
 
 /** How long a start waits for Redis before it fails. */
@@ -34,8 +37,24 @@ interface Envelope {
   c?: LiveChange
   /** a display's whole live view (or `{id, deleted: true}`) in organization `o`, or */
   d?: { o: string; v: object }
-  /** a deleted printer. */
+  /** a deleted printer, or */
   r?: LiveRemoval
+  /** a printer task that changed. */
+  t?: TaskTouched
+}
+
+/** Another node is an edge too: a notice is checked before a read is spent on it. */
+function isTaskTouched(value: unknown): value is TaskTouched {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'organizationId' in value &&
+    typeof value.organizationId === 'string' &&
+    'hostId' in value &&
+    typeof value.hostId === 'string' &&
+    'taskId' in value &&
+    typeof value.taskId === 'string'
+  )
 }
 
 export class RedisRelay {
@@ -47,6 +66,7 @@ export class RedisRelay {
   readonly #failures
   readonly #received
   readonly #listeners = new Set<(change: LiveChange) => void>()
+  readonly #taskListeners = new Set<(touched: TaskTouched) => void>()
 
   private constructor(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry) {
     this.#channel = `printfarm:${schema}:live`
@@ -69,6 +89,12 @@ export class RedisRelay {
       this.#received.inc()
       if (envelope.d !== undefined) return hub.displayChanged(envelope.d.o, envelope.d.v)
       if (envelope.r !== undefined) return hub.printerRemoved(envelope.r)
+      if (envelope.t !== undefined) {
+        const touched = envelope.t
+        if (!isTaskTouched(touched)) return logger.warn('live relay: a task notice without its organizationId, hostId and taskId')
+        for (const listener of this.#taskListeners) listener(touched)
+        return
+      }
       if (envelope.c === undefined) return
       hub.printerChanged(envelope.c)
       for (const listener of this.#listeners) listener(envelope.c)
@@ -79,6 +105,12 @@ export class RedisRelay {
   onReceived(listener: (change: LiveChange) => void): () => void {
     this.#listeners.add(listener)
     return () => this.#listeners.delete(listener)
+  }
+
+  /** A printer task changed through another node (the host topic reads it back here). */
+  onTaskReceived(listener: (touched: TaskTouched) => void): () => void {
+    this.#taskListeners.add(listener)
+    return () => this.#taskListeners.delete(listener)
   }
 
   static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
@@ -105,6 +137,11 @@ export class RedisRelay {
   /** A display this node owns changed: its live view, for the other nodes' `displays` topics. */
   publishDisplay(organizationId: string, display: object): void {
     this.#send({ n: this.#node, d: { o: organizationId, v: display } })
+  }
+
+  /** A printer task changed through this node: which one, not the task (each node reads it). */
+  publishTask(touched: TaskTouched): void {
+    this.#send({ n: this.#node, t: touched })
   }
 
   #send(envelope: Envelope): void {

@@ -5,11 +5,13 @@
  */
 import type { Clock } from '../../actors/clock.js'
 import type { PrinterJob } from '../../machines/printer.js'
+import type { PrinterTask } from '../../protocol/schemas/print-jobs.js'
 import type { PrinterState } from '../../protocol/schemas/printer-state.js'
 import { printerStateOfRow, type PrinterRow } from '../printers/read-model.js'
 import { printerColumns } from '../printers/printer-reads.js'
 import type { Database } from '../storage/database.js'
 import { DisplayStore, type DisplayLive } from '../displays/display-store.js'
+import type { TaskSource } from './host-tasks.js'
 
 export interface LiveJob extends Pick<PrinterJob, 'jobId' | 'name' | 'progress' | 'state' | 'startedAt' | 'endedAt'> {
   printerId: string | null
@@ -19,10 +21,21 @@ export interface LiveJob extends Pick<PrinterJob, 'jobId' | 'name' | 'progress' 
 export class Snapshots {
   readonly #db: Database
   readonly #clock: Clock
-  /** `clock` tells the display status its now (COMPLETE lasts 10 minutes after a job ends). */
-  constructor(db: Database, clock: Clock) {
+  readonly #tasks: Pick<TaskSource, 'hostTasks'> | undefined
+  /**
+   * `clock` tells the display status its now (COMPLETE lasts 10 minutes after a job ends);
+   * `tasks` answers the host topics (the displays' status feed, which reads no tasks, goes without).
+   */
+  constructor(db: Database, clock: Clock, tasks?: Pick<TaskSource, 'hostTasks'>) {
     this.#db = db
     this.#clock = clock
+    this.#tasks = tasks
+  }
+
+  /** The `host:<hostId>` topic: exactly what GET /v1/hosts/{hostId}/printer-tasks answers (a host with no tasks has an empty list, as there). */
+  async hostTasks(organizationId: string, hostId: string): Promise<{ tasks: PrinterTask[] }> {
+    if (this.#tasks === undefined) throw new TypeError('these snapshots were made without a task source: they serve no host topic')
+    return { tasks: await this.#tasks.hostTasks(organizationId, hostId) }
   }
 
   /** Status displays with their targets (the `displays` topic). */

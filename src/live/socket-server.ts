@@ -68,6 +68,8 @@ export interface LiveServerOptions {
   /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
   currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
   keyCheckMs?: number
+  /** A paired bridge key speaks for one host (src/auth/host-binding.ts): rejects with a coded error for another host's topic. */
+  checkHost?: (principal: Principal, hostId: string) => Promise<void>
   idleTimeoutSeconds?: number
   checkMs?: number
   laggingBytes?: number
@@ -78,10 +80,13 @@ export interface LiveServerOptions {
 }
 
 const validateFrame = compileBodyValidator(ClientFrameSchema)
-const topicScope = (topic: string): string => (topic === 'jobs' ? 'jobs:read' : topic === 'displays' ? 'fleet:read' : 'printers:read')
+const topicScope = (topic: string): string =>
+  topic === 'jobs' ? 'jobs:read' : topic === 'displays' ? 'fleet:read' : topic.startsWith('host:') ? 'print:launch' : 'printers:read'
+/** Topics a member reads only as an admin: a host's tasks, like the poll that lists them (GET /v1/hosts/{hostId}/printer-tasks). */
+const adminTopic = (topic: string): boolean => topic.startsWith('host:')
 
 export class LiveServer {
-  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'clock' | 'currentKeys'>> & LiveServerOptions
+  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'clock' | 'currentKeys' | 'checkHost'>> & LiveServerOptions
   readonly #sockets = new Set<Socket>()
   /** The lagging ones (a subset): changes are noted for these only. */
   readonly #lagging = new Set<Socket>()
@@ -266,6 +271,21 @@ export class LiveServer {
         this.#error(socket, 'insufficient_scope', `topic ${topic} needs the scope ${topicScope(topic)}`, topic)
         continue
       }
+      if (principal.kind === 'member' && principal.role !== 'admin' && adminTopic(topic)) {
+        this.#error(socket, 'ORG_ADMIN_REQUIRED', `topic ${topic} is for admins of the organization (or an API key with ${topicScope(topic)})`, topic)
+        continue
+      }
+      if (topic.startsWith('host:') && this.#o.checkHost !== undefined) {
+        const refusal = await this.#o.checkHost(principal, topic.slice('host:'.length)).then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        if (refusal instanceof ServiceError) {
+          this.#error(socket, refusal.code, refusal.message, topic)
+          continue
+        }
+        if (refusal !== undefined) throw refusal
+      }
       if (!data.topics.has(topic) && data.topics.size >= maxTopicsPerSocket) {
         this.#error(socket, 'validation_failed', `at most ${maxTopicsPerSocket} topics per connection`, topic)
         continue
@@ -314,6 +334,7 @@ export class LiveServer {
     }
     if (topic === 'jobs') return snapshots.jobs(org)
     if (topic === 'displays') return snapshots.displays(org)
+    if (topic.startsWith('host:')) return snapshots.hostTasks(org, topic.slice('host:'.length))
     return snapshots.printer(org, topic.slice('printer:'.length))
   }
 
