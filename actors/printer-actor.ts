@@ -370,6 +370,8 @@ export class PrinterActor {
       throw error
     }
     loaded.persistedOnline = snap.value.presence === 'online'
+    // The commit that ends a job closed the ready gate in the store (src/printers/event-store.ts); an operator's hold stays.
+    if (loaded.identity.readyGate === 'open' && snap.context.changedJobs.some((j) => j.endedAt !== null)) loaded.identity = { ...loaded.identity, readyGate: 'awaiting_verification' }
     this.#publish(records.filter((r) => outcome.inserted.has(r.eventId)), snap.context.changedJobs)
     return { inserted: outcome.inserted, records }
   }
@@ -465,7 +467,7 @@ export class PrinterActor {
     })
     printer.start()
     // Hydrated printers start offline (the machine's rule); the store may still say online.
-    const identity: PrinterIdentity = { name: hydrated.name, printerType: hydrated.printerType, model: hydrated.model }
+    const identity: PrinterIdentity = { name: hydrated.name, printerType: hydrated.printerType, model: hydrated.model, readyGate: hydrated.readyGate }
     return { organizationId: hydrated.organizationId, identity, assignment, printer, persistedOnline: true }
   }
 }

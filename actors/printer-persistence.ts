@@ -17,6 +17,19 @@ export interface PrinterIdentity {
   name: string
   printerType: PrinterType
   model: string | null
+  /**
+   * The ready gate (DESIGN section 14): open, awaiting an operator's verification of the plate
+   * (set in the store by the commit that ends a job, and here by the same commit), or held out
+   * of dispatch by an operator.
+   */
+  readyGate: ReadyGate
+}
+
+export type ReadyGate = 'open' | 'awaiting_verification' | 'held'
+
+/** The gate as printers.ready / ready_source store it. */
+export function readyGateOf(ready: boolean, source: string | null): ReadyGate {
+  return ready ? 'open' : source === 'operator_override' ? 'held' : 'awaiting_verification'
 }
 
 export interface HydratedPrinter extends PrinterIdentity {

@@ -88,6 +88,7 @@ const PrinterViewSchema = Type.Object({
   name: Type.String(),
   printerType: Type.Union(printerTypes.map((t) => Type.Literal(t))),
   model: Nullable(Type.String()),
+  readyGate: Type.Union([Type.Literal('open'), Type.Literal('awaiting_verification'), Type.Literal('held')]),
   online: Type.Boolean(),
   activity: Type.Union([Type.Literal('idle'), Type.Literal('printing'), Type.Literal('paused')]),
   hostId: Nullable(Type.String()),

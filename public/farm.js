@@ -242,7 +242,8 @@
         return sw
       }))
     }
-    text(t.flag, p.maintenance ? 'Maintenance' : '')
+    // The ready gate: a finished plate waits for an operator's look before the next job (PATCH /v1/printers/{id}/ready).
+    text(t.flag, p.maintenance ? 'Maintenance' : p.ready_gate === 'awaiting_verification' ? 'Verify plate' : p.ready_gate === 'held' ? 'Held' : '')
     const error = p.error ? `${p.error.code}${p.error.message ? `: ${p.error.message}` : ''}` : ''
     text(t.error, error, error)
     text(t.meta, [p.host_id || 'no host', typeNames[p.printer_type] || p.printer_type, p.model].filter(Boolean).join(' · '))

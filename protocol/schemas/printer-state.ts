@@ -8,7 +8,10 @@
  * Decisions where the spec is silent:
  * - Times are RFC 3339 strings (`last_seen_at`, `error.at`, `job.started_at`
  *   are the bridge's clock; `updated_at` is the service's).
- * - `ready` is true exactly when the status is WAITING: online, healthy, no
+ * - `ready_gate` is the plate check of DESIGN section 14: `open`, or
+ *   `awaiting_verification` from a job's end until an operator answers
+ *   PATCH /v1/printers/{id}/ready, or `held` by an operator.
+ * - `ready` is true exactly when the status is WAITING and the gate is open: online, healthy, no
  *   job running or just ended, not in maintenance.
  * - Filament colours are `#RRGGBB` (an alpha channel is dropped); a colour
  *   that is not hex is null.
@@ -51,7 +54,10 @@ export const PrinterStateSchema = Type.Object(
     status: DisplayStatusSchema,
     raw_status: Nullable(Type.String(), { description: "The printer's own status word, exactly as last reported." }),
     maintenance: Type.Boolean(),
-    ready: Type.Boolean({ description: 'Ready for a new job: the status is WAITING.' }),
+    ready: Type.Boolean({ description: 'Ready for a new job: the status is WAITING and ready_gate is open.' }),
+    ready_gate: Type.Union([Type.Literal('open'), Type.Literal('awaiting_verification'), Type.Literal('held')], {
+      description: "open; awaiting_verification: a job ended and an operator has not verified the plate (PATCH /v1/printers/{id}/ready); held: an operator holds the printer out of dispatch.",
+    }),
     error: Nullable(
       Type.Object({ code: Type.String(), message: Nullable(Type.String()), at: Time }),
       { description: 'The standing error; cleared by a healthy report or POST /v1/printers/{id}/error/acknowledge.' },

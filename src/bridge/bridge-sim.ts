@@ -68,6 +68,7 @@ interface TaskView {
   assignment_epoch: number
   state: string
   file_sha256: string | null
+  file_name: string | null
   commands: { id: string; kind: 'cancel' | 'pause' | 'resume' }[]
 }
 
@@ -170,7 +171,7 @@ export class BridgeSimulator {
         })
         if (!(await this.#download(`${this.#o.url}/v1/files/${claim.task.file_id}?${query}`, claim.task.file_sha256, printer, task))) return
       }
-      const start = await this.#event(printer, 'job:start', { jobId: task.job_id, printerTaskId: task.id, claimGeneration: claim.claim_generation })
+      const start = await this.#event(printer, 'job:start', { jobId: task.job_id, printerTaskId: task.id, claimGeneration: claim.claim_generation, name: task.file_name })
       if (start.outcome !== 'applied' && start.outcome !== 'duplicate') {
         this.#log({ event: 'start_refused', printer: printer.id, task: task.id, job: task.job_id, detail: `${start.outcome} ${start.reason ?? ''}`.trim() })
         return

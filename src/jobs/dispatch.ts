@@ -94,8 +94,8 @@ export class Dispatcher {
       if (reasons.length > 0) {
         throw new ServiceError('printer_not_eligible', `printer ${printerId} cannot take a job now: ${reasons.map((r) => r.detail).join('; ')}`, { extra: { reasons } })
       }
-      const [file] = await tx<{ id: string; project_filaments: unknown[] }[]>`
-        select id, project_filaments from files where id = ${job.model_file_id} and deleted_at is null and purged_at is null`
+      const [file] = await tx<{ id: string; project_filaments: unknown[]; final_name: string; file_size: string; sha256: string }[]>`
+        select id, project_filaments, final_name, file_size, sha256 from files where id = ${job.model_file_id} and deleted_at is null and purged_at is null`
       if (file === undefined) throw new ServiceError('file_not_printable', `job ${jobId}'s file is deleted or gone: restore it or create the job from another file`)
       const mapping = job.print_options['enable_ams'] === false ? [] : slotMapping(job.required_materials, file.project_filaments.length, printer.ams)
       const taskId = randomUUID()
@@ -107,7 +107,8 @@ export class Dispatcher {
       const [updated] = await tx<JobRow[]>`
         update print_jobs set status = ${next}, printer_id = ${printerId}, printer_task_id = ${taskId}, attempts = attempts + 1, failure_reason = null, updated_at = ${now}
         where id = ${jobId} returning *`
-      return { job: jobOf(updated!), task: taskOf({ ...task!, print_options: updated!.print_options }), hostId: printer.host_id! }
+      const fileFacts = { file_name: file.final_name, file_size: file.file_size, file_sha256: file.sha256 }
+      return { job: jobOf(updated!), task: taskOf({ ...task!, ...fileFacts, print_options: updated!.print_options }), hostId: printer.host_id! }
     }).catch((error: unknown) => {
       // The store's own guard: another task went live on the printer between our check and insert.
       if ((error as { code?: string; constraint_name?: string }).code === '23505' && (error as { constraint_name?: string }).constraint_name === 'printer_tasks_one_live_per_printer') {

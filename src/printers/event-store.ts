@@ -35,7 +35,7 @@ import { jobStatusRule, type JobStatus, type PrintJobEvent } from '../../machine
 import type { PrinterType } from '../../protocol/printer-reports/index.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
-import type { CommitOutcome, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterPersistence, StoredEventRef, TaskStartLink, TaskStartRequest } from '../../actors/printer-persistence.js'
+import { readyGateOf, type CommitOutcome, type HydratedPrinter, type PersistedPrinterState, type PrinterCommit, type PrinterPersistence, type StoredEventRef, type TaskStartLink, type TaskStartRequest } from '../../actors/printer-persistence.js'
 import { linkTaskStarts } from '../jobs/task-links.js'
 import type { Counter, Histogram } from '../metrics.js'
 import type { Database } from '../storage/database.js'
@@ -87,8 +87,10 @@ export class PgPrinterPersistence implements PrinterPersistence {
         seqn_epoch: number | null
         high_water_seqn: number | null
         state: PersistedPrinterState | null
+        ready: boolean
+        ready_source: string | null
       }[]
-    >`select p.id, p.organization_id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch, s.seqn_epoch, s.high_water_seqn, s.state
+    >`select p.id, p.organization_id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch, p.ready, p.ready_source, s.seqn_epoch, s.high_water_seqn, s.state
       from printers p left join printer_state s on s.printer_id = p.id where p.id = ${printerId}`
     if (row === undefined) return undefined
     const recentRows = await sql<{ event_id: string; idempotency_key: string | null }[]>`
@@ -101,6 +103,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
       name: row.name,
       printerType: row.printer_type,
       model: row.model,
+      readyGate: readyGateOf(row.ready, row.ready_source),
       hostId: row.host_id,
       assignmentEpoch: row.assignment_epoch,
       highWaterSeqn: row.seqn_epoch === row.assignment_epoch && row.high_water_seqn !== null ? row.high_water_seqn : -1,

@@ -24,7 +24,7 @@ import { printerStateOfRow, statusOfRow, type PrinterRow } from './read-model.js
 
 /** The columns a PrinterRow needs, from `printers p left join printer_state s`. */
 export const printerColumns = (sql: Database['sql']) => sql`
-  p.id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch,
+  p.id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch, p.ready, p.ready_source,
   s.state, s.online, s.seqn_epoch, s.high_water_seqn, greatest(p.updated_at, s.updated_at) as updated_at`
 
 export interface HistoryEvent {

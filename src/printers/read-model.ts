@@ -5,7 +5,7 @@
  * API, the live feed and the status displays never disagree.
  */
 import type { PrinterView } from '../../actors/printer-actor.js'
-import type { PersistedPrinterState, PrinterIdentity } from '../../actors/printer-persistence.js'
+import { readyGateOf, type PersistedPrinterState, type PrinterIdentity } from '../../actors/printer-persistence.js'
 import { emptyTemperatures, type AmsSlot, type PrinterJob } from '../../machines/printer.js'
 import { displayStatusOf, type DisplayStatus } from '../../protocol/display-status.js'
 import type { PrinterType } from '../../protocol/printer-reports/index.js'
@@ -57,7 +57,8 @@ export function printerStateOf(facts: PrinterFacts, state: PersistedPrinterState
     status,
     raw_status: state.rawStatus,
     maintenance: state.maintenance,
-    ready: status === 'WAITING',
+    ready: status === 'WAITING' && facts.readyGate === 'open',
+    ready_gate: facts.readyGate,
     error: state.error === null ? null : { code: state.error.code, message: state.error.message, at: iso(state.error.at) },
     job: state.job === null ? null : jobOf(state.job),
     temperatures: state.temperatures,
@@ -67,8 +68,8 @@ export function printerStateOf(facts: PrinterFacts, state: PersistedPrinterState
 }
 
 export function printerStateOfView(view: PrinterView, now: number): PrinterState {
-  const { printerId, hostId, assignmentEpoch, lastSeqn, online, updatedAt, name, printerType, model } = view
-  return printerStateOf({ id: printerId, hostId, assignmentEpoch, lastSeqn, online, updatedAt, name, printerType, model }, normalizeState(view), now)
+  const { printerId, hostId, assignmentEpoch, lastSeqn, online, updatedAt, name, printerType, model, readyGate } = view
+  return printerStateOf({ id: printerId, hostId, assignmentEpoch, lastSeqn, online, updatedAt, name, printerType, model, readyGate }, normalizeState(view), now)
 }
 
 /** A printers row joined with its printer_state row (null before the printer's first event). */
@@ -83,6 +84,8 @@ export interface PrinterRow {
   online: boolean | null
   seqn_epoch: number | null
   high_water_seqn: string | number | null
+  ready: boolean
+  ready_source: string | null
   updated_at: Date
 }
 
@@ -94,6 +97,7 @@ export function printerStateOfRow(row: PrinterRow, now: number): PrinterState {
       name: row.name,
       printerType: row.printer_type,
       model: row.model,
+      readyGate: readyGateOf(row.ready, row.ready_source),
       hostId: row.host_id,
       assignmentEpoch: row.assignment_epoch,
       // A new epoch starts a new sequence: the last one's mark is not this epoch's.

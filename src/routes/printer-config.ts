@@ -131,7 +131,7 @@ export const deletePrinterConfigRoute = defineRoute({
  * The store changed under a printer: its actor (on whichever node) rereads it before its next
  * message, and live dashboards see the change now rather than at the printer's next event.
  */
-async function configChanged(svc: Services, organizationId: string, printerId: string): Promise<void> {
+export async function configChanged(svc: Services, organizationId: string, printerId: string): Promise<void> {
   await svc.printers.reload(printerId)
   await svc.live.printerConfigChanged(organizationId, printerId).catch((error: unknown) => svc.logger.warn('announcing a printer change failed', { printerId, error }))
 }

@@ -20,6 +20,7 @@ import { PrinterParams } from '../../protocol/schemas/printers.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { answerReadyGate } from '../jobs/ready-gate.js'
+import { configChanged } from './printer-config.js'
 import type { Services } from '../services.js'
 
 export const hostTasksRoute = defineRoute({
@@ -93,7 +94,10 @@ export const printerReadyRoute = defineRoute({
   errors: ['printer_not_found', 'print_job_not_found', 'job_not_awaiting_verification'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
-    return { body: await answerReadyGate(svc.db.sql, organizationId, req.params.id, req.body, new Date(svc.clock.now())) }
+    const answer = await answerReadyGate(svc.db.sql, organizationId, req.params.id, req.body, new Date(svc.clock.now()))
+    // The printer's actor rereads its gate, and dashboards see it now.
+    await configChanged(svc, organizationId, req.params.id)
+    return { body: answer }
   },
 })
 

@@ -16,6 +16,7 @@ export function printerState(id: string, overrides: Partial<PrinterState> = {}):
     raw_status: 'x',
     maintenance: false,
     ready: false,
+    ready_gate: 'open',
     error: null,
     job: null,
     temperatures: { nozzle: { actual: null, target: null }, bed: { actual: null, target: null }, chamber: { actual: null, target: null } },

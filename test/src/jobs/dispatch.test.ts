@@ -53,7 +53,7 @@ async function dispatched(printer: string) {
   const created = await createJob()
   const assigned = await assign(created.id, printer)
   if (assigned.status !== 200) throw new Error(`assign: ${assigned.status} ${assigned.text}`)
-  return { jobId: created.id as number, taskId: assigned.json.task.id as string }
+  return { jobId: created.id as number, taskId: assigned.json.task.id as string, task: assigned.json.task }
 }
 
 t.test('print jobs - a job is created from the plate of a file, with the materials its slicer recorded', async (t) => {
@@ -92,7 +92,8 @@ t.test('print jobs - bad input is a 4xx naming what to fix', async (t) => {
 
 t.test('dispatch - an assignment makes exactly one offered task; a second assignment of the job is refused', async (t) => {
   const printer = await onlinePrinter()
-  const { jobId, taskId } = await dispatched(printer)
+  const { jobId, taskId, task } = await dispatched(printer)
+  t.match(task, { state: 'offered', file_id: fileId, file_name: 'plate-v1.0.3mf', file_size: Number, file_sha256: /^[0-9a-f]{64}$/ }, 'the answer names the file to fetch')
   t.match(await job(jobId), { status: 'dispatching', printer_id: printer, printer_task_id: taskId, attempts: 1 })
   const tasks = await poll()
   t.equal(tasks.filter((task) => task.job_id === jobId).length, 1)
@@ -207,6 +208,8 @@ t.test('ready gate - finish, not ready, verify success, the next job dispatches;
   await send(printer, 'job:update', { progress: 50 })
   await send(printer, 'job:finish', { result: 'success' })
   t.match(await job(jobId), { status: 'awaiting_verification', bridge_result: 'success', printer_state: 'finished' })
+  const gated = (await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer
+  t.match(gated, { ready: false, ready_gate: 'awaiting_verification' }, 'the read model shows the plate waits for a look')
   const next = await createJob('Next')
   const refused = await assign(next.id, printer)
   t.equal(refused.status, 409)
@@ -220,6 +223,7 @@ t.test('ready gate - finish, not ready, verify success, the next job dispatches;
   t.equal(verified.status, 200)
   t.match(verified.json, { success: true, ready: true, job: { id: jobId, status: 'succeeded', verification: 'success' }, requeued_job: null })
   t.same(verified.json.job.part_verifications, [{ part_name: 'benchy', good_count: 1, defective_count: 0, action: 'accept' }])
+  t.equal((await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer.ready_gate, 'open', 'the gate opens')
   const again = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, job_id: jobId, event_type: 'operator:manual_verification:success' } })
   t.equal(again.status, 409)
   t.equal(again.json.error, 'job_not_awaiting_verification')
@@ -246,6 +250,7 @@ t.test('ready gate - an operator hold keeps the printer out; ready true lifts it
   const printer = await onlinePrinter()
   const hold = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: false, ready_updated_source: 'operator_override' } })
   t.match(hold.json, { ready: false, ready_source: 'operator_override' })
+  t.match((await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer, { ready: false, ready_gate: 'held' })
   const created = await createJob()
   const refused = await assign(created.id, printer)
   t.match(refused.json.reasons, [{ code: 'printer_not_ready' }])

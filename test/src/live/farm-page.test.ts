@@ -148,6 +148,7 @@ t.test('farm page - a wall screen of printers that follows the farm live', needs
     t.equal(await tile(crashed).locator('.word').textContent(), 'Offline after error', "the printer's word when it means more than the label")
     t.equal(await tile(almost).locator('.word').textContent(), '', 'RUNNING under "Printing" says nothing new')
     t.equal(await tile(serviced).locator('.flag').textContent(), 'Maintenance')
+    t.equal(await tile(done).locator('.flag').textContent(), 'Verify plate', 'a finished plate waits for an operator (the ready gate)')
     t.equal(await tile(voron).locator('.meta').textContent(), 'host-b · Klipper · Voron 2.4')
     t.match(await tile(voron).locator('.temps').textContent(), /Chamber\s48°C/, 'the chamber when it is reported, without a target')
     t.equal(await tile(almost).locator('.time-left').textContent(), '45s left')

@@ -30,7 +30,7 @@ t.test('read model - a new printer reads back UNKNOWN with every field, before a
   const state = await get(printer)
   t.same(Object.keys(state).sort(), [
     'assignment_epoch', 'error', 'filaments', 'host_id', 'id', 'job', 'last_seen_at', 'last_seqn', 'maintenance', 'model', 'name', 'online',
-    'printer_type', 'raw_status', 'ready', 'status', 'temperatures', 'updated_at',
+    'printer_type', 'raw_status', 'ready', 'ready_gate', 'status', 'temperatures', 'updated_at',
   ])
   t.match(state, { id: printer, name: 'Fresh', printer_type: 'klipper', model: 'Voron 2.4', host_id: 'host-a', assignment_epoch: 1, last_seqn: null, online: false, status: 'UNKNOWN', ready: false, job: null, error: null })
   t.same(state.temperatures, { nozzle: { actual: null, target: null }, bed: { actual: null, target: null }, chamber: { actual: null, target: null } })
