@@ -148,6 +148,14 @@ export class PrinterConfigStore {
           extra: { job, reason: job.state === 'printing' ? 'job_printing' : 'job_paused' },
         })
       }
+      // A printer task would go with the printer and leave its job dispatching (or printing) for ever.
+      const [task] = await tx<{ job_id: string; state: string }[]>`
+        select job_id, state from printer_tasks where printer_id = ${id} and state in ('offered', 'claimed', 'unconfirmed', 'started') limit 1`
+      if (task !== undefined) {
+        throw new ServiceError('printer_busy', `the printer has a ${task.state} task of job ${task.job_id}; cancel or requeue the job first (PATCH /v1/print-jobs/{id}/status)`, {
+          extra: { job: { jobId: Number(task.job_id) }, reason: `task_${task.state}` },
+        })
+      }
       await tx`delete from printers where id = ${id}`
     })
   }

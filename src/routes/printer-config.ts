@@ -113,7 +113,8 @@ export const deletePrinterConfigRoute = defineRoute({
   summary: 'Take a printer out of the farm for good.',
   description:
     'Its state goes with it; its jobs keep their history without it; its stored events age out with the event retention. Refused with ' +
-    '409 printer_busy {job, reason} while it prints or is paused. Live dashboards drop its tile at once. Needs an admin or fleet:write.',
+    '409 printer_busy {job, reason} while it prints or is paused, or holds a printer task (reason task_offered, task_claimed, task_unconfirmed or ' +
+    'task_started: cancel or requeue the job first). Live dashboards drop its tile at once. Needs an admin or fleet:write.',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'fleet:write', admin: true },
   schemas: { params: PrinterParams },

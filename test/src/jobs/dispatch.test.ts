@@ -108,6 +108,9 @@ t.test('dispatch - an assignment makes exactly one offered task; a second assign
   t.equal(busy.status, 409)
   t.equal(busy.json.error, 'printer_not_eligible')
   t.ok(busy.json.reasons.some((r: any) => r.code === 'printer_busy'))
+  const deleted = await request(svc.url, `/v1/printer-config/${printer}`, { method: 'DELETE', headers: farm.admin })
+  t.equal(deleted.status, 409, 'a printer with a task is not deleted from under its job')
+  t.match(deleted.json, { error: 'printer_busy', reason: 'task_offered', job: { jobId } })
 })
 
 t.test('dispatch - an ineligible printer is refused with every reason', async (t) => {
