@@ -87,6 +87,13 @@ export class Dispatcher {
   async assign(organizationId: string, jobId: number, printerId: string, now: Date): Promise<{ job: PrintJob; task: PrinterTask }> {
     const result = await this.#sql.begin(async (tx) => {
       const job = await lockJob(tx, organizationId, jobId)
+      // The same assignment again (a retry after a lost answer): the task it made, unchanged.
+      if (job.status === 'dispatching' && job.printer_id === printerId && job.printer_task_id !== null) {
+        const [task] = await tx<TaskRow[]>`
+          select t.*, f.final_name as file_name, f.file_size, f.sha256 as file_sha256 from printer_tasks t left join files f on f.id = t.file_id
+          where t.id = ${job.printer_task_id} and t.state in ('offered', 'claimed')`
+        if (task !== undefined) return { job: jobOf(job), task: taskOf({ ...task, print_options: job.print_options }), hostId: task.host_id, repeated: true }
+      }
       const next = nextJobStatus(job.status, { type: 'DISPATCH' })
       if (next === undefined) throw new ServiceError('job_not_dispatchable', `job ${jobId} is ${job.status}; only a queued job can be assigned`)
       const printer = await lockPrinter(tx, organizationId, printerId)
@@ -108,7 +115,7 @@ export class Dispatcher {
         update print_jobs set status = ${next}, printer_id = ${printerId}, printer_task_id = ${taskId}, attempts = attempts + 1, failure_reason = null, updated_at = ${now}
         where id = ${jobId} returning *`
       const fileFacts = { file_name: file.final_name, file_size: file.file_size, file_sha256: file.sha256 }
-      return { job: jobOf(updated!), task: taskOf({ ...task!, ...fileFacts, print_options: updated!.print_options }), hostId: printer.host_id! }
+      return { job: jobOf(updated!), task: taskOf({ ...task!, ...fileFacts, print_options: updated!.print_options }), hostId: printer.host_id!, repeated: false }
     }).catch((error: unknown) => {
       // The store's own guard: another task went live on the printer between our check and insert.
       if ((error as { code?: string; constraint_name?: string }).code === '23505' && (error as { constraint_name?: string }).constraint_name === 'printer_tasks_one_live_per_printer') {
@@ -116,8 +123,10 @@ export class Dispatcher {
       }
       throw error
     })
-    this.#options.metrics?.tasks.inc({ event: 'offered' })
-    this.notify(organizationId, result.hostId, result.task.id)
+    if (!result.repeated) {
+      this.#options.metrics?.tasks.inc({ event: 'offered' })
+      this.notify(organizationId, result.hostId, result.task.id)
+    }
     return { job: result.job, task: result.task }
   }
 

@@ -33,7 +33,15 @@ export class JobStore {
     this.#sql = sql
   }
 
-  async create(organizationId: string, body: CreatePrintJobBody, createdBy: string | null): Promise<PrintJob> {
+  /**
+   * With an idempotency key, a create retried after a lost answer answers the job the first one
+   * made (`created: false`), whatever the retry's body says; a key is the organization's, for good.
+   */
+  async create(organizationId: string, body: CreatePrintJobBody, createdBy: string | null, idempotencyKey?: string): Promise<{ job: PrintJob; created: boolean }> {
+    if (idempotencyKey !== undefined) {
+      const [existing] = await this.#sql<JobRow[]>`select * from print_jobs where organization_id = ${organizationId} and idempotency_key = ${idempotencyKey}`
+      if (existing !== undefined) return { job: jobOf(existing), created: false }
+    }
     return this.#sql.begin(async (tx) => {
       const [file] = await tx<(FileFacts & { deleted_at: Date | null; purged_at: Date | null })[]>`
         select id, metadata, project_filaments, deleted_at, purged_at from files where id = ${body.model_file_id} and organization_id = ${organizationId}`
@@ -54,11 +62,15 @@ export class JobStore {
       const { plate, required } = requiredMaterialsOf(file, body.plate, makeMaterials)
       const options = { auto_assign: true, enable_ams: true, ...(body.print_options ?? {}) }
       const [row] = await tx<JobRow[]>`
-        insert into print_jobs (organization_id, name, state, status, source, model_file_id, make_id, priority, plate, print_options, required_materials, created_by)
+        insert into print_jobs (organization_id, name, state, status, source, model_file_id, make_id, priority, plate, print_options, required_materials, created_by, idempotency_key)
         values (${organizationId}, ${body.name}, 'queued', 'queued', 'api', ${body.model_file_id}, ${body.make_id ?? null}, ${body.priority ?? 0}, ${plate},
-                ${tx.json(options)}, ${tx.json(required as never)}, ${createdBy})
+                ${tx.json(options)}, ${tx.json(required as never)}, ${createdBy}, ${idempotencyKey ?? null})
+        on conflict (organization_id, idempotency_key) where idempotency_key is not null do nothing
         returning *`
-      return jobOf(row!)
+      if (row !== undefined) return { job: jobOf(row), created: true }
+      // The same key, created concurrently: that one's job.
+      const [existing] = await tx<JobRow[]>`select * from print_jobs where organization_id = ${organizationId} and idempotency_key = ${idempotencyKey!}`
+      return { job: jobOf(existing!), created: false }
     })
   }
 

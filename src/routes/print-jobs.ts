@@ -15,6 +15,7 @@ import {
   PrintJobStatusBody,
 } from '../../protocol/schemas/print-jobs.js'
 import { SuccessSchema } from '../../protocol/schemas/models.js'
+import { ServiceError } from '../../protocol/errors.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { createdByOf } from '../jobs/job-store.js'
@@ -27,16 +28,20 @@ export const createPrintJobRoute = defineRoute({
   summary: 'Queue a print of a model file (one plate), optionally as a make with its chosen materials.',
   description:
     "Required materials (`constraints.required_materials`) come from the make when `make_id` is given, else from the plate's filaments as the " +
-    'slicer recorded them. `print_options.auto_assign: false` keeps the job for a hand assignment (POST /v1/print-jobs/{id}/assign). Answers 201 with the job.',
+    'slicer recorded them. `print_options.auto_assign: false` keeps the job for a hand assignment (POST /v1/print-jobs/{id}/assign). Answers 201 with the job. ' +
+    'With an Idempotency-Key header (1-200 characters), a retry with the same key answers 200 with the job the first request created, so a lost answer never queues a second print.',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
   schemas: { body: CreatePrintJobBody },
-  responses: { 201: { description: 'The job, queued.', schema: PrintJobSchema } },
+  responses: { 201: { description: 'The job, queued.', schema: PrintJobSchema }, 200: { description: 'The job an earlier request with the same Idempotency-Key created.', schema: PrintJobSchema } },
   errors: ['file_not_found', 'file_not_printable', 'make_not_found'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
     const by = req.principal.kind === 'member' ? createdByOf(req.principal.userId, null) : req.principal.kind === 'api_key' ? createdByOf(null, req.principal.keyId) : null
-    return { status: 201, body: await svc.jobs.store.create(organizationId, req.body, by) }
+    const key = req.headers['idempotency-key']
+    if (key !== undefined && (key.length === 0 || key.length > 200)) throw new ServiceError('validation_failed', 'the Idempotency-Key header must be 1-200 characters')
+    const { job, created } = await svc.jobs.store.create(organizationId, req.body, by, key)
+    return { status: created ? 201 : 200, body: job }
   },
 })
 
@@ -113,7 +118,8 @@ export const assignPrintJobRoute = defineRoute({
   summary: "Offer a queued job to a printer by hand: a printer task for the printer's bridge to claim.",
   description:
     'The printer must be eligible: enabled, online, not in maintenance, ready (its last job verified), nothing running or offered on it, a host ' +
-    'assigned; otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again.',
+    'assigned; otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again. ' +
+    'The same assignment repeated while its task is offered or claimed answers the same job and task (a retry after a lost answer).',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
   schemas: { params: PrintJobParams, body: AssignPrintJobBody },

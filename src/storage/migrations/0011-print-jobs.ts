@@ -14,6 +14,9 @@ import type { Migration } from './index.js'
  *   themselves: at most one live task per job, and at most one per printer.
  * - printers.ready: false from a job's end until an operator verifies the
  *   plate (or holds it out of the queue, ready_source 'operator_override').
+ * - print_jobs.idempotency_key: a create retried with the same Idempotency-Key
+ *   header answers the job the first one made (a lost answer never queues a
+ *   second print).
  * - api_keys.bound_host_id: a paired bridge key speaks for the first host it
  *   names, and only for it.
  */
@@ -39,13 +42,15 @@ export const printJobs: Migration = {
       add column verification text,
       add column part_verifications jsonb,
       add column verified_at timestamptz,
-      add column created_by text;
+      add column created_by text,
+      add column idempotency_key text;
     update print_jobs set status = case state
       when 'printing' then 'printing' when 'paused' then 'paused' when 'finished' then 'succeeded'
       when 'failed' then 'failed' when 'cancelled' then 'cancelled' else 'queued' end;
     create index print_jobs_by_status on print_jobs (organization_id, status, priority desc, position, id);
     create index print_jobs_by_batch on print_jobs (batch_id) where batch_id is not null;
     create index print_jobs_by_org on print_jobs (organization_id, id desc);
+    create unique index print_jobs_idempotency_key on print_jobs (organization_id, idempotency_key) where idempotency_key is not null;
 
     create table printer_tasks (
       id uuid primary key,

@@ -69,6 +69,18 @@ t.test('print jobs - a job is created from the plate of a file, with the materia
   t.equal(listed.json.jobs.every((j: any) => j.status === 'queued'), true)
 })
 
+t.test('print jobs - a create retried with the same Idempotency-Key answers the first job; no second print is queued', async (t) => {
+  const key = `order-1042-${randomUUID()}`
+  const create = () => request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: { ...farm.admin, 'idempotency-key': key }, body: { name: 'Order 1042', model_file_id: fileId } })
+  const answers = await Promise.all([create(), create(), create()])
+  t.same(answers.map((a) => a.status).sort(), [200, 200, 201], 'one created, the retries answer it')
+  t.equal(new Set(answers.map((a) => a.json.id)).size, 1, 'one job')
+  const listed = await request(svc.url, '/v1/print-jobs', { method: 'POST', headers: farm.admin, body: { search: 'Order 1042' } })
+  t.equal(listed.json.total, 1)
+  const tooLong = await request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: { ...farm.admin, 'idempotency-key': 'k'.repeat(201) }, body: { name: 'x', model_file_id: fileId } })
+  t.equal(tooLong.status, 400)
+})
+
 t.test('print jobs - bad input is a 4xx naming what to fix', async (t) => {
   const bad = [
     { name: '', model_file_id: fileId },
@@ -101,8 +113,12 @@ t.test('dispatch - an assignment makes exactly one offered task; a second assign
   t.match(mine, { state: 'offered', printer_id: printer, host_id: 'host-a', assignment_epoch: 1, file_id: fileId, plate: 1, claim_generation: null })
   t.same(mine.ams_mapping, [-1], 'the printer reported no AMS: nothing is mapped')
   const again = await assign(jobId, printer)
-  t.equal(again.status, 409)
-  t.equal(again.json.error, 'job_not_dispatchable')
+  t.equal(again.status, 200, 'the same assignment again (a lost answer retried) answers the same task')
+  t.equal(again.json.task.id, taskId)
+  t.equal((await poll()).filter((task) => task.job_id === jobId).length, 1, 'still one task')
+  const elsewhere = await assign(jobId, await onlinePrinter())
+  t.equal(elsewhere.status, 409, 'a dispatching job is not assigned to another printer')
+  t.equal(elsewhere.json.error, 'job_not_dispatchable')
   const other = await createJob()
   const busy = await assign(other.id, printer)
   t.equal(busy.status, 409)
