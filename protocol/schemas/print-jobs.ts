@@ -84,7 +84,7 @@ export const PrintJobListBody = Type.Object(
 )
 export type PrintJobListBody = Static<typeof PrintJobListBody>
 
-export const PrintJobParams = Type.Object({ id: Type.String({ pattern: '^[1-9][0-9]{0,14}$', description: 'The numeric job id.' }) }, strict)
+export const PrintJobParams = Type.Object({ id: Type.String({ pattern: '^[1-9][0-9]{0,14}$', maxLength: 15, description: 'The numeric job id.' }) }, strict)
 
 export const PrintJobStatusBody = Type.Object(
   {
