@@ -59,7 +59,8 @@ t.test('native reports - bambu: the MQTT print report (minutes left, AMS trays, 
   t.match(failed, { status: 'ERROR', ready: false, raw_status: 'FAILED', error: { code: String } })
   t.match(failed.job, { state: 'failed', ended_at: String })
   const idle = await report(printer, 4, { print: { gcode_state: 'IDLE', print_error: 0 } })
-  t.match(idle, { status: 'WAITING', ready: true, error: null })
+  // Waiting again, but the failed plate waits for an operator's look before the next job (the ready gate).
+  t.match(idle, { status: 'WAITING', ready: false, ready_gate: 'awaiting_verification', error: null })
 })
 
 t.test('native reports - octoprint: the push message current (Printing, Offline after error)', async (t) => {
