@@ -11,6 +11,8 @@
  *   is clear; a job still awaiting verification stays so (it shows in the
  *   job list) and the printer is ready.
  * - A verdict with `ready: false` gives the verdict and holds the printer.
+ * - `ready: true` also ends the task of a cancelled print whose bridge never
+ *   confirmed the stop: the operator has seen the printer clear.
  * - `requeue_failed` copies the failed job into a new queued job (same file,
  *   make, plate, options, batch, priority); the failed job keeps its record.
  */
@@ -69,6 +71,12 @@ export async function answerReadyGate(sql: Sql, organizationId: string, printerI
     }
     const hold = !body.ready
     const source = hold ? 'operator_override' : (body.ready_source ?? 'operator')
+    if (body.ready) {
+      // The operator says the printer is clear: a cancelled print whose bridge never confirmed the stop is over.
+      await tx`
+        update printer_tasks set state = 'finished', ended_at = ${now}, end_reason = 'operator_ready', commands = '[]'::jsonb, updated_at = ${now}
+        where printer_id = ${printerId} and state = 'started' and job_id in (select id from print_jobs where printer_id = ${printerId} and status = 'cancelled')`
+    }
     await tx`select id from printers where id = ${printerId} for update`
     await tx`update printers set ready = ${body.ready}, ready_source = ${source}, ready_updated_at = ${now} where id = ${printerId}`
     return { success: true as const, printer_id: printerId, ready: body.ready, ready_source: source, job, requeued_job: requeued }

@@ -250,6 +250,24 @@ t.test('commands - a cancelled job whose printer has not stopped cannot be delet
   t.match(await job(jobId), { status: 'cancelled', source: 'api' }, 'a report of the print does not revive the job')
 })
 
+t.test('commands - the task of a cancel the bridge never confirms is ended by the operator saying the printer is clear', async (t) => {
+  const { printer, jobId, taskId } = await printing()
+  await setStatus(jobId, 'cancelled')
+  const idle = await createJob()
+  const blocked = await request(svc.url, `/v1/print-jobs/${idle}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })
+  t.equal(blocked.status, 409, 'the printer still holds the cancelled print')
+  const clear = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true } })
+  t.equal(clear.status, 200)
+  t.match(await task(taskId), { state: 'finished', commands: [] })
+  t.equal((await setStatus(jobId, 'queued')).status, 200, 'the cancelled job may be requeued now')
+  // Whether the printer takes the next job is the printer's own word: until it reports the print ended it is busy.
+  const still = await request(svc.url, `/v1/print-jobs/${idle}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })
+  t.match(still.json.reasons, [{ code: 'printer_busy' }])
+  await send(printer, 'job:finish', { result: 'cancelled' })
+  await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true } })
+  t.equal((await request(svc.url, `/v1/print-jobs/${idle}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })).status, 200, 'then it takes the next job')
+})
+
 t.test('commands - a cancelled job cannot be requeued before its printer stopped; after the stop it can', async (t) => {
   const { printer, jobId, taskId } = await printing()
   await setStatus(jobId, 'cancelled')
