@@ -6,6 +6,7 @@
  * without printers:read), 2 on bad arguments.
  */
 import { parseArgs } from 'node:util'
+import { processIo, type SimIo } from '../sim-io.js'
 import { BridgeSimulator, Refused } from './bridge-sim.js'
 
 export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:port --key <api key> --host <hostId>
@@ -13,21 +14,8 @@ export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:por
 The key needs printers:read, printers:write, files:read and print:launch (a paired bridge's key has them).
 `
 
-export interface BridgeSimIo {
-  out(text: string): void
-  err(text: string): void
-  stopRequested(): Promise<void>
-}
-
-const processIo: BridgeSimIo = {
-  out: (text) => void process.stdout.write(text),
-  err: (text) => void process.stderr.write(text),
-  stopRequested: () =>
-    new Promise((resolve) => {
-      process.once('SIGINT', () => resolve())
-      process.once('SIGTERM', () => resolve())
-    }),
-}
+/** Where the command writes and what stops it (src/sim-io.ts). */
+export type BridgeSimIo = SimIo
 
 export async function runBridgeSim(argv: readonly string[], io: BridgeSimIo = processIo): Promise<number> {
   let values

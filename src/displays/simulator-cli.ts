@@ -7,29 +7,15 @@
  * on bad arguments.
  */
 import { parseArgs } from 'node:util'
+import { processIo, type SimIo } from '../sim-io.js'
 import { BrokerRefusedLogin, deviceReconnect, DisplaySimulator, FileFenceStore, MemoryFenceStore, type ConnectionEvent } from './simulator.js'
 
 export const displaySimUsage = `usage: printfarm display-sim --url mqtt://host:port --organization <id> --display <id> --epoch <n>
                             --credential <credentialId> --username <name> --password <secret> [--fence <file>] [--no-capability]
 `
 
-/** Where the command writes and what stops it; the process's own streams and signals unless a test passes others. */
-export interface DisplaySimIo {
-  out(text: string): void
-  err(text: string): void
-  /** Resolves when the user asks it to stop. */
-  stopRequested(): Promise<void>
-}
-
-const processIo: DisplaySimIo = {
-  out: (text) => void process.stdout.write(text),
-  err: (text) => void process.stderr.write(text),
-  stopRequested: () =>
-    new Promise((resolve) => {
-      process.once('SIGINT', () => resolve())
-      process.once('SIGTERM', () => resolve())
-    }),
-}
+/** Where the command writes and what stops it (src/sim-io.ts). */
+export type DisplaySimIo = SimIo
 
 const brokerProtocols = ['mqtt:', 'mqtts:', 'tcp:', 'ssl:', 'ws:', 'wss:']
 
