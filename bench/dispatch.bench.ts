@@ -18,12 +18,13 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { bridgeScopes } from '../protocol/scopes.js'
+import { jsonClient } from './support/http.js'
 import { freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
 import { reportMeasurement, reportSkipped } from './support/report.js'
 
@@ -35,31 +36,7 @@ const requestsPerCycle = 7
 const admin = { email: 'bench@printfarm.local', password: 'bench-password-123' }
 const agent = new Agent({ keepAlive: true, maxSockets: printerCount + 8 })
 
-interface Reply {
-  status: number
-  body: string
-}
-
-function call(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      { host: '127.0.0.1', port, method, path, agent, headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }))
-      },
-    )
-    req.on('error', reject)
-    req.end(body)
-  })
-}
-
-async function json(reply: Promise<Reply>, expect = 200): Promise<any> {
-  const r = await reply
-  if (r.status !== expect) throw new Error(`unexpected ${r.status}: ${r.body.slice(0, 300)}`)
-  return r.body === '' ? undefined : JSON.parse(r.body)
-}
+const { call, json } = jsonClient(agent)
 
 const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 

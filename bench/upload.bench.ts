@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url'
 import yauzl from 'yauzl'
 import { extractMetadata } from '../src/files/extract-metadata.js'
 import { FsFileStore } from '../src/files/fs-file-store.js'
+import { jsonClient, type Reply } from './support/http.js'
 import { freePort, median, startProcess, stopProcess, waitForHttp } from './support/process.js'
 import { reportDetail, reportMeasurement } from './support/report.js'
 
@@ -34,28 +35,7 @@ const agent = new Agent({ keepAlive: true })
 const chunk = Buffer.alloc(256 * 1024, 'G1 X10 Y10 E0.5\n')
 const mb = 1024 * 1024
 
-interface Reply {
-  status: number
-  body: string
-}
-
-function call(port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }))
-    })
-    req.on('error', reject)
-    req.end(body)
-  })
-}
-
-async function json(reply: Promise<Reply>, expect = 200): Promise<any> {
-  const r = await reply
-  if (r.status !== expect) throw new Error(`unexpected ${r.status}: ${r.body}`)
-  return JSON.parse(r.body)
-}
+const { call, json } = jsonClient(agent)
 
 /** Streams a multipart upload of `bytes` bytes of G-code, with backpressure; answers seconds taken. */
 async function upload(port: number, headers: Record<string, string>, modelId: string, bytes: number): Promise<number> {
