@@ -248,6 +248,15 @@ export const errorCodes = {
     status: 409,
     description: 'A make (or a spool) uses this material: change those to another material first. The answer names how many use it.',
   },
+  spool_not_found: {
+    status: 404,
+    description: 'No spool with that id in this organization. List them with GET /v1/inventory.',
+  },
+  spool_slot_taken: {
+    status: 409,
+    description:
+      "Another spool is loaded in that printer slot; the answer names it (spool_id). Unload it first (PATCH /v1/inventory/{id} {printer_id: null, slot: null}), then load this one.",
+  },
   model_not_found: {
     status: 404,
     description: 'No model with that id in this organization (or it was deleted). List them with GET /v1/models.',
@@ -318,11 +327,15 @@ export const errorCodes = {
   printer_not_eligible: {
     status: 409,
     description:
-      'The printer cannot take a job now. The body lists the reasons (codes such as printer_offline, printer_not_ready, printer_busy, host_unassigned, printer_disabled, printer_maintenance); fix them and assign again.',
+      'The printer cannot take this job now. The body lists the reasons (codes such as printer_offline, printer_not_ready, printer_busy, host_unassigned, printer_disabled, printer_maintenance, printer_model_mismatch, nozzle_mismatch, material_missing, material_insufficient); fix them and assign again.',
   },
   job_not_dispatchable: {
     status: 409,
     description: 'Only a queued job can be assigned to a printer. Requeue it first if it failed or was cancelled.',
+  },
+  job_not_queued: {
+    status: 409,
+    description: 'Only a queued job has a place in the queue to change. A job being dispatched or printed keeps its place; requeue a failed or cancelled one first.',
   },
   file_not_printable: {
     status: 409,

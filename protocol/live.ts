@@ -22,17 +22,18 @@ export const defaultSubprotocol = 'printfarm.v1.json'
 
 /**
  * Topics of one organization. `printer:<id>` carries one printer's state and its stored events;
- * `host:<hostId>` the printer tasks offered to a bridge's host (DESIGN section 14). A host id is
+ * `host:<hostId>` the printer tasks offered to a bridge's host (DESIGN section 14); `queue` the first
+ * waiting jobs of the smart queue, each with why it waits. A host id is
  * what GET /v1/hosts/{hostId}/printer-tasks accepts: 1-200 characters, any but U+0000, which
  * the store cannot keep (the route answers 400 for it). Not `.`, which would stop at a line
  * break; with ajv's `u` flag the class counts code points, as maxLength does.
  */
-const TopicPattern = '^(printers|jobs|displays|printer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|host:[^\\u0000]{1,200})$'
+const TopicPattern = '^(printers|jobs|displays|queue|printer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|host:[^\\u0000]{1,200})$'
 export const maxTopicsPerFrame = 64
 /** Topics one connection may hold at once. */
 export const maxTopicsPerSocket = 256
 
-const Topic = Type.String({ pattern: TopicPattern, description: 'printers, jobs, displays, printer:<uuid> (lower case) or host:<hostId> (1-200 characters).' })
+const Topic = Type.String({ pattern: TopicPattern, description: 'printers, jobs, displays, queue, printer:<uuid> (lower case) or host:<hostId> (1-200 characters).' })
 const Topics = Type.Array(Topic, { minItems: 1, maxItems: maxTopicsPerFrame, uniqueItems: true })
 
 export const SubscribeFrameSchema = Type.Object(
@@ -80,4 +81,4 @@ export const liveCloseCodes = {
   tooSlow: 4008,
 } as const
 
-export type TopicName = 'printers' | 'jobs' | 'displays' | `printer:${string}` | `host:${string}`
+export type TopicName = 'printers' | 'jobs' | 'displays' | 'queue' | `printer:${string}` | `host:${string}`

@@ -63,6 +63,14 @@ export interface Config {
   taskOfferTtlSeconds: number
   /** A claimed task whose start the bridge has not reported by then is `unconfirmed` (600 s). */
   taskStartDeadlineSeconds: number
+  /** The queue starts at most this many prints per organization within queueStaggerMs (0: no limit). */
+  queueMaxStarts: number
+  /** The stagger window of queueMaxStarts, ms (0: no limit). */
+  queueStaggerMs: number
+  /** Largest CIEDE2000 colour difference the queue accepts between the colour a job asks for and a loaded one. */
+  queueColorTolerance: number
+  /** Every queue also runs this often without being woken (a safety net for a missed wake), ms. */
+  queueSweepMs: number
   /** S3-compatible object storage for model files; undefined → the file system under dataDir/files. */
   filesS3: FilesS3Settings | undefined
 }
@@ -126,6 +134,10 @@ export const configVariables = [
   'FILE_DELETE_GRACE_DAYS',
   'TASK_OFFER_TTL_S',
   'TASK_START_DEADLINE_S',
+  'QUEUE_MAX_STARTS',
+  'QUEUE_STAGGER_MS',
+  'QUEUE_COLOR_TOLERANCE',
+  'QUEUE_SWEEP_MS',
   'FILES_S3_ENDPOINT',
   'FILES_S3_BUCKET',
   'FILES_S3_REGION',
@@ -254,6 +266,11 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const fileDeleteGraceDays = integer('FILE_DELETE_GRACE_DAYS', 30, 0, 3_650)
   const taskOfferTtlSeconds = integer('TASK_OFFER_TTL_S', 120, 5, 86_400)
   const taskStartDeadlineSeconds = integer('TASK_START_DEADLINE_S', 600, 5, 86_400)
+  // 25 starts per 10 s: heaters of a whole farm never switch on at once, and 1,000 free printers refill in under 7 minutes.
+  const queueMaxStarts = integer('QUEUE_MAX_STARTS', 25, 0, 1_000_000)
+  const queueStaggerMs = integer('QUEUE_STAGGER_MS', 10_000, 0, 3_600_000)
+  const queueColorTolerance = integer('QUEUE_COLOR_TOLERANCE', 10, 0, 100)
+  const queueSweepMs = integer('QUEUE_SWEEP_MS', 30_000, 1_000, 3_600_000)
   const filesS3 = filesS3Settings(read, url, problems)
 
   if (problems.length) throw new ConfigError(problems)
@@ -291,6 +308,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     fileDeleteGraceDays,
     taskOfferTtlSeconds,
     taskStartDeadlineSeconds,
+    queueMaxStarts,
+    queueStaggerMs,
+    queueColorTolerance,
+    queueSweepMs,
     filesS3,
   }
 }

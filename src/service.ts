@@ -47,6 +47,10 @@ import { farmPageRoutes } from './routes/farm-page.js'
 import { startPrinterNode, type PrinterNode } from './printers/runtime.js'
 import { createLiveFeed, type LiveFeed } from './live/index.js'
 import { RedisRelay } from './live/redis-relay.js'
+import { queueRoutes } from './routes/queue.js'
+import type { LiveChange } from './live/hub.js'
+import { createQueueNode, type QueueNode } from './queue/index.js'
+import { queueHead } from './queue/queue-view.js'
 import { loadSealedBox } from './secrets/sealing-key.js'
 import type { SealedBox } from './secrets/sealed-box.js'
 import { signalProfileRoutes } from './routes/signal-profiles.js'
@@ -56,6 +60,8 @@ import { fileRoutes } from './routes/files.js'
 import { modelFileRoutes } from './routes/model-files.js'
 import { materialRoutes } from './routes/materials.js'
 import { MaterialStore } from './materials/material-store.js'
+import { inventoryRoutes } from './routes/inventory.js'
+import { SpoolStore } from './inventory/spool-store.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -98,7 +104,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...printJobRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -120,6 +126,7 @@ interface Core {
   readonly displayNode: DisplayNode
   readonly files: FileNode
   readonly jobs: JobNode
+  readonly queue: QueueNode
   readonly hostBindings: HostBindings
 }
 
@@ -222,9 +229,14 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   jobs.watch(printerNode.runtime)
   jobs.start()
   parts.add(() => jobs.close())
+  const queue = createQueueNode(config, db, jobs.dispatcher, directory, clock, logger, metrics, printerNode.taskEvents)
+  // A task offered, claimed, started, finished, expired or fenced changes what the queue sees.
+  jobs.dispatcher.onTaskChange((organizationId) => queue.taskChanged(organizationId))
+  queue.start()
+  parts.add(() => queue.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, hostBindings }
+  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, queue, hostBindings }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -260,11 +272,21 @@ async function startCluster(
   return { directory, forwarder }
 }
 
+/** Jobs the live `queue` topic shows (the head of the queue; GET /v1/queue pages through all). */
+const liveQueueLength = 100
+
 async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<Live> {
-  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
+  const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, queue: (organizationId) => queueHead(core.db.sql, organizationId, core.queue.settings, core.clock.now(), liveQueueLength), checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
   // Display frames come from the node that runs the display's actor (relayed to the others below).
   core.displayNode.onLiveChange((organizationId, display) => feed.hub.displayChanged(organizationId, display))
+  // The queue follows the printers: this node's changes here, other nodes' through the relay below.
+  // A change without events (configuration, presence) may be one the queue reads but the live view does not show (enabled).
+  const queueFollows = (change: LiveChange) =>
+    change.events.length === 0 && change.jobs.length === 0 ? core.queue.wake(change.organizationId) : core.queue.printerChanged(change.organizationId, change.printer)
+  feed.onLocalChange(queueFollows)
+  feed.onLocalRemoval((removal) => core.queue.printerRemoved(removal.printerId))
+  core.queue.onPassed((organizationId) => feed.queueChanged(organizationId))
   if (config.redisUrl === undefined) return { feed, relay: undefined }
   let relay: RedisRelay
   try {
@@ -281,6 +303,12 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   core.displayNode.onLiveChange((organizationId, display) => relay.publishDisplay(organizationId, display))
   // The status feeds of this node's displays follow printers owned by other nodes too.
   relay.onReceived((change) => core.displayNode.feed.printerChanged(change.printer.id))
+  relay.onReceived(queueFollows)
+  // A wake this node cannot take goes to the queue's owner; a pass done here is news for every node's queue topic.
+  core.queue.onRemoteWake((organizationId) => relay.publishQueueWake(organizationId))
+  relay.onQueueWake((organizationId) => core.queue.wakeFromPeer(organizationId))
+  core.queue.onPassed((organizationId) => relay.publishQueueChanged(organizationId))
+  relay.onQueueChanged((organizationId) => feed.queueChanged(organizationId))
   return { feed, relay }
 }
 
@@ -329,7 +357,9 @@ function wireServices(
     displays: core.displayNode,
     files: core.files,
     materials: new MaterialStore(db.sql),
+    inventory: new SpoolStore(db.sql),
     jobs: core.jobs,
+    queue: core.queue,
     hostBindings: core.hostBindings,
     pairingLimits: {
       generation: new FailureLimiter({ limit: config.authCodesPerAddress, windowMs: loginFailureWindowMs }),

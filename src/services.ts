@@ -21,7 +21,9 @@ import type { ProfileStore } from './displays/profile-store.js'
 import type { DisplayNode } from './displays/index.js'
 import type { FileNode } from './files/index.js'
 import type { MaterialStore } from './materials/material-store.js'
+import type { SpoolStore } from './inventory/spool-store.js'
 import type { JobNode } from './jobs/index.js'
+import type { QueueNode } from './queue/index.js'
 import type { HostBindings } from './auth/host-binding.js'
 
 export interface NodeState {
@@ -58,10 +60,14 @@ export interface Services {
   readonly files: FileNode
   /** The materials catalogue. */
   readonly materials: MaterialStore
+  /** The spool inventory and its ledger. */
+  readonly inventory: SpoolStore
   /** Which host each paired bridge key speaks for. */
   readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */
   readonly jobs: JobNode
+  /** The smart queue: wakes, passes, and what it says about waiting jobs. */
+  readonly queue: QueueNode
   readonly state: NodeState
   readonly keyring: Keyring
   readonly sessions: Sessions

@@ -17,6 +17,7 @@
  * - Times are RFC 3339 strings.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { reasonCodes } from '../queue-match.js'
 
 const strict = { additionalProperties: false } as const
 
@@ -111,6 +112,28 @@ export const PartVerificationSchema = Type.Object(
   strict,
 )
 
+/** Why a job waits (the smart queue's fixed reason codes; protocol/queue-match.ts decides them). */
+export const QueueReasonSchema = Type.Object(
+  {
+    printer_id: Nullable(Uuid, { description: 'The printer the reason is about; null for a reason of the job itself (manual_assignment).' }),
+    code: Type.Union(reasonCodes.map((c) => Type.Literal(c))),
+    detail: Type.String({ description: 'What to change, as a sentence.' }),
+  },
+  { title: 'QueueReason' },
+)
+
+export const QueueExplanationSchema = Type.Object(
+  {
+    index: Type.Integer({ minimum: 1, description: '1-based place in the queue (jobs being dispatched first, then the queued ones in order).' }),
+    printer_id: Nullable(Uuid, { description: 'The printer chosen or offered the job, if any.' }),
+    summary: Type.String({ description: 'Why the job waits (or where it goes), in one sentence.' }),
+    reason_counts: Type.Record(Type.String(), Type.Integer(), { description: 'Printers per reason code.' }),
+    reasons: Type.Optional(Type.Array(QueueReasonSchema, { description: 'Every reason per printer (on GET of one job).' })),
+  },
+  { title: 'QueueExplanation' },
+)
+export type QueueExplanation = Static<typeof QueueExplanationSchema>
+
 export const PrintJobSchema = Type.Object(
   {
     id: Type.Integer(),
@@ -139,6 +162,7 @@ export const PrintJobSchema = Type.Object(
     updated_at: Time,
     started_at: Nullable(Time),
     finished_at: Nullable(Time),
+    queue: Type.Optional(Nullable(QueueExplanationSchema, { description: 'While queued or dispatching: its place and why it waits.' })),
   },
   { title: 'PrintJob' },
 )

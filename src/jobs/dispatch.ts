@@ -24,12 +24,16 @@ import type { Counter } from '../metrics.js'
 import { lockJob } from './job-store.js'
 import { jobOf, taskOf, type JobRow, type TaskRow } from './job-records.js'
 import { eligibilityReasons, slotMapping, type PrinterFacts } from './eligibility.js'
+import { Matcher } from '../../protocol/queue-match.js'
+import { queueJobById, queuePrinterOf, queuePrinterRows } from '../queue/queue-facts.js'
 
 export interface DispatchOptions {
   offerTtlSeconds: number
   startDeadlineSeconds: number
   /** Keys of the task access tokens: [0] derives, every one verifies (key rotation). */
   tokenKeys: readonly Buffer[]
+  /** Largest CIEDE2000 colour difference a hand assignment accepts (the queue's tolerance). */
+  colorTolerance: number
   /** A signed URL of a file (the claim's download_url). */
   downloadUrl: (fileId: string, sha256: string, nowMs: number) => string
   metrics?: DispatchMetrics | undefined
@@ -104,7 +108,21 @@ export class Dispatcher {
       const [file] = await tx<{ id: string; project_filaments: unknown[]; final_name: string; file_size: string; sha256: string }[]>`
         select id, project_filaments, final_name, file_size, sha256 from files where id = ${job.model_file_id} and deleted_at is null and purged_at is null`
       if (file === undefined) throw new ServiceError('file_not_printable', `job ${jobId}'s file is deleted or gone: restore it or create the job from another file`)
-      const mapping = job.print_options['enable_ams'] === false ? [] : slotMapping(job.required_materials, file.project_filaments.length, printer.ams)
+      // The queue's own checks (model, nozzle, loaded materials), and its slot mapping. A printer that reports no slot
+      // at all (no filament system, no spool recorded) is the operator's call: its materials are not checked.
+      const [facts] = await queuePrinterRows(tx, organizationId, { ids: [printerId] })
+      const queueJob = await queueJobById(tx, organizationId, jobId)
+      const queuePrinter = queuePrinterOf(facts!)
+      // Grams are the operator's call too (a spool's record may lag what is on it): only type and colour are checked.
+      const checked = { ...queueJob!, enableAms: queueJob!.enableAms && queuePrinter.slots.length > 0, required: queueJob!.required.map((r) => ({ ...r, used_g: null })) }
+      const matcher = new Matcher({ colorTolerance: this.#options.colorTolerance })
+      const fit = matcher.fit(checked, queuePrinter)
+      if (fit === undefined) {
+        const compatibility = matcher.compatibility(checked, queuePrinter)
+        const refusals = compatibility.ok ? [] : compatibility.reasons
+        throw new ServiceError('printer_not_eligible', `printer ${printerId} cannot print job ${jobId}: ${refusals.map((r) => r.detail).join('; ')}`, { extra: { reasons: refusals } })
+      }
+      const mapping = job.print_options['enable_ams'] === false ? [] : queuePrinter.slots.length === 0 ? slotMapping(job.required_materials, file.project_filaments.length, printer.ams) : fit.amsMapping
       const taskId = randomUUID()
       const expires = new Date(now.getTime() + this.#options.offerTtlSeconds * 1000)
       const [task] = await tx<TaskRow[]>`
@@ -114,6 +132,8 @@ export class Dispatcher {
       const [updated] = await tx<JobRow[]>`
         update print_jobs set status = ${next}, printer_id = ${printerId}, printer_task_id = ${taskId}, attempts = attempts + 1, failure_reason = null, updated_at = ${now}
         where id = ${jobId} returning *`
+      // The queue prefers the printer least recently given a job (hand assignments count).
+      await tx`update printers set last_assigned_at = ${now} where id = ${printerId}`
       const fileFacts = { file_name: file.final_name, file_size: file.file_size, file_sha256: file.sha256 }
       return { job: jobOf(updated!), task: taskOf({ ...task!, ...fileFacts, print_options: updated!.print_options }), hostId: printer.host_id!, repeated: false }
     }).catch((error: unknown) => {

@@ -1,9 +1,11 @@
 /**
- * Whether a printer can take a job now (DESIGN section 14, "Eligible
- * printer"), with every reason it cannot, in the queue's fixed codes; and
- * the slot each of a job's filaments prints from. Pure.
+ * Whether a printer can take a job by hand now, with every reason it cannot
+ * (the queue's own rules and codes, protocol/queue-match.ts); and the slot
+ * each of a job's filaments prints from. Pure.
  */
+import { eligibilityReasons as queueEligibility, type QueuePrinter, type Reason } from '../../protocol/queue-match.js'
 import type { PrintJob } from '../../protocol/schemas/print-jobs.js'
+import { runningJobOf } from '../queue/queue-facts.js'
 
 export interface PrinterFacts {
   id: string
@@ -22,26 +24,27 @@ export interface PrinterFacts {
   live_task_state: string | null
 }
 
-export interface Reason {
-  printer_id: string
-  code: 'printer_disabled' | 'printer_offline' | 'printer_busy' | 'printer_not_ready' | 'printer_maintenance' | 'host_unassigned' | 'start_unconfirmed'
-  detail: string
+/** The printer as the queue's matching sees it (protocol/queue-match.ts decides eligibility, for hand assignments too). */
+export function queuePrinterOfFacts(p: PrinterFacts): QueuePrinter {
+  return {
+    id: p.id,
+    enabled: p.enabled,
+    online: p.online,
+    maintenance: p.maintenance,
+    ready: p.ready,
+    readySource: p.ready_source,
+    hostId: p.host_id,
+    liveTaskState: p.live_task_state,
+    runningJob: runningJobOf(p.job),
+    model: p.model,
+    nozzleDiameter: null,
+    lastUsedAt: null,
+    slots: [],
+  }
 }
 
 export function eligibilityReasons(p: PrinterFacts): Reason[] {
-  const reasons: Reason[] = []
-  const add = (code: Reason['code'], detail: string) => reasons.push({ printer_id: p.id, code, detail })
-  if (!p.enabled) add('printer_disabled', 'the printer is disabled (PATCH /v1/printer-config/{id} {enabled: true})')
-  if (p.host_id === null) add('host_unassigned', 'no bridge host is assigned to the printer')
-  if (!p.online) add('printer_offline', 'the printer is offline (its bridge is not reporting)')
-  if (p.maintenance) add('printer_maintenance', 'the printer is in maintenance')
-  if (!p.ready) {
-    add('printer_not_ready', p.ready_source === 'operator_override' ? 'an operator holds the printer out of the queue' : "the printer's last job has not been verified (PATCH /v1/printers/{id}/ready)")
-  }
-  if (p.live_task_state === 'unconfirmed') add('start_unconfirmed', "the printer's claimed task never confirmed its start: say it started or requeue its job")
-  else if (p.live_task_state !== null) add('printer_busy', `the printer has a ${p.live_task_state} task`)
-  else if (p.job !== null && p.job.endedAt === null && (p.job.state === 'printing' || p.job.state === 'paused')) add('printer_busy', `the printer is ${p.job.state} job ${p.job.jobId}`)
-  return reasons
+  return queueEligibility(queuePrinterOfFacts(p))
 }
 
 type RequiredMaterial = PrintJob['constraints']['required_materials'][number]

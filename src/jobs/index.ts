@@ -13,6 +13,7 @@ import type { Logger } from '../log.js'
 import type { Counter, MetricsRegistry } from '../metrics.js'
 import type { SealedBox } from '../secrets/sealed-box.js'
 import type { Database } from '../storage/database.js'
+import { createDeductionRunner } from '../inventory/deduction.js'
 import { Dispatcher } from './dispatch.js'
 import { JobStore } from './job-store.js'
 
@@ -32,6 +33,7 @@ export function createJobNode(config: Config, db: Database, box: SealedBox, file
   const dispatcher = new Dispatcher(db.sql, {
     offerTtlSeconds: config.taskOfferTtlSeconds,
     startDeadlineSeconds: config.taskStartDeadlineSeconds,
+    colorTolerance: config.queueColorTolerance,
     tokenKeys: box.derivedKeys('printer-task-token'),
     downloadUrl: (fileId, sha256, nowMs) => files.downloads.url(fileId, sha256, nowMs).download_url,
     metrics: {
@@ -42,7 +44,10 @@ export function createJobNode(config: Config, db: Database, box: SealedBox, file
   const everyMs = Math.min(5_000, Math.max(250, (Math.min(config.taskOfferTtlSeconds, config.taskStartDeadlineSeconds) * 1000) / 4))
   let timer: unknown
   let running = false
+  // A finished job's grams leave the inventory after the commit that ended it; the sweep catches up on any a crash left.
+  const deductions = createDeductionRunner({ sql: db.sql, logger, metrics, clock })
   const sweep = () => {
+    void deductions.catchUp()
     if (running) return
     running = true
     dispatcher
@@ -67,7 +72,10 @@ export function createJobNode(config: Config, db: Database, box: SealedBox, file
     store: new JobStore(db.sql),
     dispatcher,
     watch: (printers) => {
-      unwatch = printers.onChange((change) => void announce(change).catch((error: unknown) => logger.warn('announcing printer task changes failed', { error: String(error) })))
+      unwatch = printers.onChange((change) => {
+        void announce(change).catch((error: unknown) => logger.warn('announcing printer task changes failed', { error: String(error) }))
+        deductions.afterCommit(change)
+      })
     },
     start: () => {
       timer = clock.setInterval(sweep, everyMs)

@@ -147,6 +147,11 @@ export class LiveHub {
     this.#publish(organizationId, `host:${hostId}`, { task })
   }
 
+  /** The first waiting jobs of the organization's queue, whole (the `queue` topic). */
+  queueChanged(organizationId: string, queue: object): void {
+    this.#publish(organizationId, 'queue', { queue })
+  }
+
   /** Whether this node has a subscriber of the topic, or one reading its snapshot (else a change to it need not even be read). */
   follows(organizationId: string, topic: string): boolean {
     if (this.#streams.has(`${organizationId}/${topic}`)) return true

@@ -15,6 +15,7 @@ import type { MetricsRegistry } from '../metrics.js'
 import type { Database } from '../storage/database.js'
 import { HostTaskFeed, type TaskSource, type TaskTouched } from './host-tasks.js'
 import { LiveHub, liveChangeOf, type LiveChange, type LiveRemoval } from './hub.js'
+import { QueueFeed } from './queue-feed.js'
 import { LiveServer } from './socket-server.js'
 import { Snapshots } from './snapshots.js'
 
@@ -30,6 +31,8 @@ export interface LiveFeed {
   onLocalTaskChange(listener: (touched: TaskTouched) => void): void
   /** A printer task changed through another node: read back here if this node follows its host. */
   taskChanged(touched: TaskTouched): void
+  /** An organization's queue changed (a pass here or on another node): read back here if this node follows it. */
+  queueChanged(organizationId: string): void
   /**
    * A printer's configuration changed through this node (created, renamed, retyped, deleted):
    * dashboards see it now, not at its next event. Reads the committed row; a printer no longer
@@ -44,6 +47,8 @@ export function createLiveFeed(options: {
   printers: PrinterRuntime
   /** The dispatcher: host topic snapshots, and its hook says which task changed. */
   tasks: TaskSource
+  /** The `queue` topic's content (src/queue/queue-view.ts, queueHead). */
+  queue: (organizationId: string) => Promise<object>
   /** A paired bridge key's host binding, checked on a host topic's subscription. */
   checkHost?: (principal: Principal, hostId: string) => Promise<void>
   authenticate: Authenticate
@@ -57,7 +62,7 @@ export function createLiveFeed(options: {
     publish: (topic, message, isBinary) => app?.publish(topic, message, isBinary),
     subscribers: (topic) => app?.numSubscribers(topic) ?? 0,
   })
-  const snapshots = new Snapshots(options.db, options.clock, options.tasks)
+  const snapshots = new Snapshots(options.db, options.clock, options.tasks, options.queue)
   const server = new LiveServer({
     hub,
     snapshots,
@@ -78,6 +83,7 @@ export function createLiveFeed(options: {
   const removals = new Set<(removal: LiveRemoval) => void>()
   const localTasks = new Set<(touched: TaskTouched) => void>()
   const hostTasks = new HostTaskFeed(hub, options.tasks, options.logger)
+  const queueFeed = new QueueFeed(hub, options.queue, options.logger)
   options.tasks.onTaskChange((organizationId, hostId, taskId) => {
     const touched = { organizationId, hostId, taskId }
     hostTasks.changed(touched)
@@ -109,6 +115,9 @@ export function createLiveFeed(options: {
     },
     taskChanged(touched) {
       hostTasks.changed(touched)
+    },
+    queueChanged(organizationId) {
+      queueFeed.changed(organizationId)
     },
     async printerConfigChanged(organizationId, printerId) {
       const found = await snapshots.printer(organizationId, printerId)

@@ -39,8 +39,12 @@ interface Envelope {
   d?: { o: string; v: object }
   /** a deleted printer, or */
   r?: LiveRemoval
-  /** a printer task that changed. */
+  /** a printer task that changed, or */
   t?: TaskTouched
+  /** an organization whose queue should look again (its owner takes it), or */
+  w?: string
+  /** an organization whose queue changed (nodes following its queue topic read it). */
+  q?: string
 }
 
 /** Another node is an edge too: a notice is checked before a read is spent on it. */
@@ -67,6 +71,8 @@ export class RedisRelay {
   readonly #received
   readonly #listeners = new Set<(change: LiveChange) => void>()
   readonly #taskListeners = new Set<(touched: TaskTouched) => void>()
+  readonly #queueWakeListeners = new Set<(organizationId: string) => void>()
+  readonly #queueChangeListeners = new Set<(organizationId: string) => void>()
 
   private constructor(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry) {
     this.#channel = `printfarm:${schema}:live`
@@ -95,6 +101,14 @@ export class RedisRelay {
         for (const listener of this.#taskListeners) listener(touched)
         return
       }
+      if (typeof envelope.w === 'string') {
+        for (const listener of this.#queueWakeListeners) listener(envelope.w)
+        return
+      }
+      if (typeof envelope.q === 'string') {
+        for (const listener of this.#queueChangeListeners) listener(envelope.q)
+        return
+      }
       if (envelope.c === undefined) return
       hub.printerChanged(envelope.c)
       for (const listener of this.#listeners) listener(envelope.c)
@@ -111,6 +125,18 @@ export class RedisRelay {
   onTaskReceived(listener: (touched: TaskTouched) => void): () => void {
     this.#taskListeners.add(listener)
     return () => this.#taskListeners.delete(listener)
+  }
+
+  /** Another node asks the owner of an organization's queue to look again. */
+  onQueueWake(listener: (organizationId: string) => void): () => void {
+    this.#queueWakeListeners.add(listener)
+    return () => this.#queueWakeListeners.delete(listener)
+  }
+
+  /** An organization's queue changed on another node. */
+  onQueueChanged(listener: (organizationId: string) => void): () => void {
+    this.#queueChangeListeners.add(listener)
+    return () => this.#queueChangeListeners.delete(listener)
   }
 
   static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
@@ -142,6 +168,16 @@ export class RedisRelay {
   /** A printer task changed through this node: which one, not the task (each node reads it). */
   publishTask(touched: TaskTouched): void {
     this.#send({ n: this.#node, t: touched })
+  }
+
+  /** This node cannot take a wake of this organization's queue: the owner will. */
+  publishQueueWake(organizationId: string): void {
+    this.#send({ n: this.#node, w: organizationId })
+  }
+
+  /** This node's pass of an organization's queue is done: its view may have changed. */
+  publishQueueChanged(organizationId: string): void {
+    this.#send({ n: this.#node, q: organizationId })
   }
 
   #send(envelope: Envelope): void {

@@ -22,14 +22,22 @@ export class Snapshots {
   readonly #db: Database
   readonly #clock: Clock
   readonly #tasks: Pick<TaskSource, 'hostTasks'> | undefined
+  readonly #queue: ((organizationId: string) => Promise<object>) | undefined
   /**
    * `clock` tells the display status its now (COMPLETE lasts 10 minutes after a job ends);
    * `tasks` answers the host topics (the displays' status feed, which reads no tasks, goes without).
    */
-  constructor(db: Database, clock: Clock, tasks?: Pick<TaskSource, 'hostTasks'>) {
+  constructor(db: Database, clock: Clock, tasks?: Pick<TaskSource, 'hostTasks'>, queue?: (organizationId: string) => Promise<object>) {
     this.#db = db
     this.#clock = clock
     this.#tasks = tasks
+    this.#queue = queue
+  }
+
+  /** The `queue` topic: the first waiting jobs, each with why it waits (src/queue/queue-view.ts). */
+  async queue(organizationId: string): Promise<{ queue: object }> {
+    if (this.#queue === undefined) throw new TypeError('these snapshots were made without a queue source: they serve no queue topic')
+    return { queue: await this.#queue(organizationId) }
   }
 
   /** The `host:<hostId>` topic: exactly what GET /v1/hosts/{hostId}/printer-tasks answers (a host with no tasks has an empty list, as there). */

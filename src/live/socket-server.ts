@@ -81,7 +81,7 @@ export interface LiveServerOptions {
 
 const validateFrame = compileBodyValidator(ClientFrameSchema)
 const topicScope = (topic: string): string =>
-  topic === 'jobs' ? 'jobs:read' : topic === 'displays' ? 'fleet:read' : topic.startsWith('host:') ? 'print:launch' : 'printers:read'
+  topic === 'jobs' ? 'jobs:read' : topic === 'queue' ? 'print-jobs:read' : topic === 'displays' ? 'fleet:read' : topic.startsWith('host:') ? 'print:launch' : 'printers:read'
 /** Topics a member reads only as an admin: a host's tasks, like the poll that lists them (GET /v1/hosts/{hostId}/printer-tasks). */
 const adminTopic = (topic: string): boolean => topic.startsWith('host:')
 
@@ -333,6 +333,7 @@ export class LiveServer {
       return snapshot
     }
     if (topic === 'jobs') return snapshots.jobs(org)
+    if (topic === 'queue') return snapshots.queue(org)
     if (topic === 'displays') return snapshots.displays(org)
     if (topic.startsWith('host:')) return snapshots.hostTasks(org, topic.slice('host:'.length))
     return snapshots.printer(org, topic.slice('printer:'.length))

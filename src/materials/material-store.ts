@@ -1,7 +1,8 @@
 /**
  * The materials catalogue (DESIGN section 13) in the store. Every read and
  * change is scoped to the organization; another organization's material is
- * "not found". A material a make uses is not deleted (409 material_in_use).
+ * "not found". A material a make uses or a spool holds is not deleted (409
+ * material_in_use).
  */
 import { randomUUID } from 'node:crypto'
 import type { Sql } from 'postgres'
@@ -79,16 +80,22 @@ export class MaterialStore {
     return materialOf(row as MaterialRow)
   }
 
-  /** Refused while a make uses it (the make's materials name it). */
+  /** Refused while a make uses it (the make's materials name it) or a spool holds it. */
   async delete(organizationId: string, id: string): Promise<void> {
     await this.#sql.begin(async (tx) => {
       const [row] = await tx`select id from materials where organization_id = ${organizationId} and id = ${id} for update`
       if (row === undefined) throw notFound()
-      const [uses] = await tx<{ makes: string }[]>`
-        select count(*) as makes from makes where organization_id = ${organizationId}
-          and exists (select 1 from jsonb_array_elements(materials) m where m->>'material_id' = ${id})`
+      const [uses] = await tx<{ makes: string; spools: string }[]>`
+        select
+          (select count(*) from makes where organization_id = ${organizationId}
+            and exists (select 1 from jsonb_array_elements(materials) m where m->>'material_id' = ${id})) as makes,
+          (select count(*) from spools where material_id = ${id}) as spools`
       const makes = Number(uses!.makes)
-      if (makes > 0) throw new ServiceError('material_in_use', `${makes} make(s) use this material; change them first`, { extra: { makes } })
+      const spools = Number(uses!.spools)
+      if (makes > 0 || spools > 0) {
+        const users = [makes > 0 ? `${makes} make(s)` : '', spools > 0 ? `${spools} spool(s) in the inventory` : ''].filter((u) => u !== '').join(' and ')
+        throw new ServiceError('material_in_use', `${users} use this material; change them to another material (or delete them) first`, { extra: { makes, spools } })
+      }
       await tx`delete from materials where id = ${id}`
     })
   }

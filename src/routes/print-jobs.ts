@@ -19,6 +19,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { createdByOf } from '../jobs/job-store.js'
+import { explainJobs } from '../queue/queue-view.js'
 import type { Services } from '../services.js'
 
 export const createPrintJobRoute = defineRoute({
@@ -41,6 +42,7 @@ export const createPrintJobRoute = defineRoute({
     const key = req.headers['idempotency-key']
     if (key !== undefined && (key.length === 0 || key.length > 200)) throw new ServiceError('validation_failed', 'the Idempotency-Key header must be 1-200 characters')
     const { job, created } = await svc.jobs.store.create(organizationId, req.body, by, key)
+    if (created) svc.queue.wake(organizationId)
     return { status: created ? 201 : 200, body: job }
   },
 })
@@ -56,20 +58,28 @@ export const listPrintJobsRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { body: PrintJobListBody },
   responses: { 200: { description: 'A page of jobs.', schema: PrintJobListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.jobs.store.list(organizationFor(req.principal, req.body), req.body) }),
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationFor(req.principal, req.body)
+    const page = await svc.jobs.store.list(organizationId, req.body)
+    return { body: { ...page, jobs: await explainJobs(svc.db.sql, organizationId, page.jobs, svc.queue.settings, svc.clock.now(), false) } }
+  },
 })
 
 export const getPrintJobRoute = defineRoute({
   method: 'GET',
   path: '/v1/print-jobs/{id}',
   operationId: 'getPrintJob',
-  summary: 'One print job: status, printer, task, progress, verification.',
+  summary: 'One print job: status, printer, task, progress, verification; while it waits, its place in the queue and every reason per printer.',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:read' },
   schemas: { params: PrintJobParams },
   responses: { 200: { description: 'The job.', schema: PrintJobSchema } },
   errors: ['print_job_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.jobs.store.get(organizationOf(req.principal), Number(req.params.id)) }),
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationOf(req.principal)
+    const job = await svc.jobs.store.get(organizationId, Number(req.params.id))
+    return { body: (await explainJobs(svc.db.sql, organizationId, [job], svc.queue.settings, svc.clock.now(), true))[0]! }
+  },
 })
 
 export const changePrintJobStatusRoute = defineRoute({
@@ -91,6 +101,7 @@ export const changePrintJobStatusRoute = defineRoute({
     const organizationId = organizationFor(req.principal, req.body)
     const change = await svc.jobs.store.changeStatus(organizationId, Number(req.params.id), req.body, new Date(svc.clock.now()))
     if (change.task !== null) svc.jobs.dispatcher.notify(organizationId, change.task.hostId, change.task.id)
+    svc.queue.wake(organizationId)
     return { body: change.job }
   },
 })
@@ -106,7 +117,9 @@ export const deletePrintJobRoute = defineRoute({
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['print_job_not_found', 'job_in_progress'],
   handler: async (req, svc: Services) => {
-    await svc.jobs.store.delete(organizationOf(req.principal), Number(req.params.id))
+    const organizationId = organizationOf(req.principal)
+    await svc.jobs.store.delete(organizationId, Number(req.params.id))
+    svc.queue.wake(organizationId)
     return { body: { success: true } }
   },
 })
@@ -117,8 +130,9 @@ export const assignPrintJobRoute = defineRoute({
   operationId: 'assignPrintJob',
   summary: "Offer a queued job to a printer by hand: a printer task for the printer's bridge to claim.",
   description:
-    'The printer must be eligible: enabled, online, not in maintenance, ready (its last job verified), nothing running or offered on it, a host ' +
-    'assigned; otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again. ' +
+    'The printer must be eligible (enabled, online, not in maintenance, ready: its last job verified, nothing running or offered on it, a host ' +
+    'assigned) and compatible as the queue sees it (printer model, nozzle, and, when the printer reports its slots or has spools recorded, each ' +
+    "required material loaded within the colour tolerance; grams are the operator's call); otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again. " +
     'The same assignment repeated while its task is offered or claimed answers the same job and task (a retry after a lost answer).',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },

@@ -55,6 +55,10 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     fileDeleteGraceDays: 30,
     taskOfferTtlSeconds: 120,
     taskStartDeadlineSeconds: 600,
+    queueMaxStarts: 25,
+    queueStaggerMs: 10_000,
+    queueColorTolerance: 10,
+    queueSweepMs: 30_000,
     filesS3: undefined,
   })
 })

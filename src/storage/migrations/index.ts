@@ -14,6 +14,8 @@ import { printerReadModel } from './0008-printer-read-model.js'
 import { modelsFiles } from './0009-models-files.js'
 import { materials } from './0010-materials.js'
 import { printJobs } from './0011-print-jobs.js'
+import { inventory } from './0012-inventory.js'
+import { queue } from './0013-queue.js'
 
 export interface Migration {
   readonly version: number
@@ -21,4 +23,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue]
