@@ -1,4 +1,5 @@
-// The live farm page (issue 5): sign in, open /v1/live, show every printer as a tile that updates live.
+// The live farm page (issue 5): sign in, open /v1/live, show every printer as a tile that updates live,
+// and beside them the queue: the waiting jobs in order, each with why it waits.
 // No framework: the page is small and must stay fast on a phone and on a wall screen of a thousand tiles,
 // so a frame re-renders only its printers' tiles, and sorting and counting wait for the next animation frame.
 'use strict'
@@ -25,6 +26,8 @@
   let retryMs = 500
   const printers = new Map()
   const tiles = new Map()
+  // The head of the queue as the last `queue` frame had it; null until a snapshot (or when it is refused).
+  let queue = null
 
   async function api(path, options = {}) {
     const headers = { 'content-type': 'application/json', ...(options.headers || {}) }
@@ -56,6 +59,8 @@
     stream = null
     lastSeq = null
     summaryKey = ''
+    queue = null
+    renderQueue()
     schedule()
   }
 
@@ -125,6 +130,9 @@
       // Resume where we were (docs/live-feed.md); the server answers a fresh snapshot if it cannot.
       if (stream !== null && lastSeq !== null) { frame.since = { printers: lastSeq }; frame.stream = stream }
       ws.send(JSON.stringify(frame))
+      // A frame of its own, so a server that refuses it still serves the printers. No resume point: every
+      // queue frame holds the whole head of the queue, so a fresh snapshot costs what a replay would.
+      ws.send(JSON.stringify({ op: 'subscribe', topics: ['queue'] }))
     }
     ws.onmessage = (m) => onFrame(JSON.parse(m.data))
     ws.onclose = async (e) => {
@@ -139,6 +147,7 @@
 
   // Every frame carries each printer's whole state (the read model of GET /v1/printers/{id}): nothing is merged.
   function onFrame(f) {
+    if (f.topic === 'queue') return onQueueFrame(f)
     if (f.topic !== 'printers') return
     if (f.op === 'snapshot') {
       stream = f.data.stream
@@ -268,6 +277,7 @@
       const sorted = [...printers.values()].sort(sorters[sort] || sorters.name)
       sorted.forEach((p, i) => { const root = tiles.get(p.id).root; if (grid.children[i] !== root) grid.insertBefore(root, grid.children[i] || null) })
       summarize()
+      renderQueue() // a printer's name in a queue line follows a rename
     })
   }
 
@@ -303,6 +313,54 @@
       b.title = filter === s ? 'Show all printers' : `Show only: ${labels[s]}`
       return b
     }))
+  }
+
+  // The queue topic: a snapshot and each event carry the whole head of the queue (its first jobs, in order,
+  // each with a one-sentence summary of why it waits); the panel is drawn again from it, nothing is merged.
+  // A refusal (an older server, a key without print-jobs:read) hides the panel.
+  function onQueueFrame(f) {
+    if (f.op === 'error') queue = null
+    else if ((f.op === 'snapshot' || f.op === 'event') && f.data && f.data.queue) queue = f.data.queue
+    else return
+    renderQueue()
+  }
+
+  const queueLabels = { queued: 'Queued', dispatching: 'Dispatching' }
+  let queueKey = ''
+  function renderQueue() {
+    const panel = $('queue')
+    panel.hidden = queue === null
+    panel.parentElement.classList.toggle('with-queue', queue !== null)
+    if (queue === null) { queueKey = ''; return }
+    // What the lines show, printer names included: a frame or a rename that changes none of it touches nothing.
+    const rows = queue.jobs.map((j) => {
+      const p = j.printer_id ? printers.get(j.printer_id) : undefined
+      return [j.id, j.index, j.name || `Job ${j.id}`, j.priority, j.status, j.summary, j.printer_id ? (p && p.name) || j.printer_id.slice(0, 8) : '']
+    })
+    const more = Math.max(0, queue.total - rows.length)
+    const key = JSON.stringify([more, rows])
+    if (key === queueKey) return
+    queueKey = key
+    text($('queue-count'), queue.total > 0 ? `${queue.total} waiting` : '')
+    text($('queue-more'), more > 0 ? `${more} more` : '')
+    $('queue-empty').hidden = queue.total > 0
+    $('queue-list').replaceChildren(...rows.map(queueLine))
+  }
+
+  function queueLine([id, index, name, priority, status, summary, printer]) {
+    const li = document.createElement('li')
+    li.className = `q-${status}${status === 'queued' && printer ? ' q-chosen' : ''}`
+    li.dataset.jobId = String(id)
+    li.dataset.status = status
+    const part = (cls, value) => { const e = document.createElement('span'); e.className = cls; e.textContent = value; li.append(e); return e }
+    part('index', String(index))
+    part('name', name).title = name
+    if (priority !== 0) part('priority', `priority ${priority}`)
+    part('status', queueLabels[status] || status)
+    // "3 busy, 1 offline": a narrow panel wraps between counts, never inside one.
+    const why = part('why', summary.replace(/(\d) /g, '$1\u00a0'))
+    if (printer) why.append(' · ', Object.assign(document.createElement('span'), { className: 'printer', textContent: printer }))
+    return li
   }
 
   if (tokens) start().catch(signOut)
