@@ -25,7 +25,7 @@ import type { Logger } from '../log.js'
 import type { Counter, MetricsRegistry } from '../metrics.js'
 import type { Database } from '../storage/database.js'
 import { dispatchPlanned } from './queue-dispatch.js'
-import { queuedJobs, queuePrinters } from './queue-facts.js'
+import { automatic, queuedJobs, queuePrinters } from './queue-facts.js'
 import { staggerOf } from './stagger.js'
 import type { ViewSettings } from './queue-view.js'
 
@@ -80,7 +80,7 @@ export function createQueueNode(config: Config, db: Database, dispatcher: Dispat
     const started = performance.now()
     const now = clock.now()
     // Most wakes of a farm at work find nothing waiting (a printer's status changed): one indexed probe, nothing else read.
-    const [waiting] = await db.sql<{ any: boolean }[]>`select exists (select 1 from print_jobs where organization_id = ${organizationId} and status = 'queued') as any`
+    const [waiting] = await db.sql<{ any: boolean }[]>`select exists (select 1 from print_jobs j where j.organization_id = ${organizationId} and j.status = 'queued' ${automatic(db.sql)}) as any`
     if (waiting?.any !== true) {
       passes.inc({ outcome: 'empty' })
       for (const listener of passed) listener(organizationId, { offered: 0, queued: 0, ms: performance.now() - started })
@@ -91,8 +91,9 @@ export function createQueueNode(config: Config, db: Database, dispatcher: Dispat
     let queued = 0
     const jobs = new Map<number, QueueJob>()
     for (let offset = 0; ; offset += pageSize) {
-      // With no free printer the jobs are not read: only whether any wait (the actor rests when none does).
-      const page = planner.freeLeft === 0 ? await queuedJobs(db.sql, organizationId, 1, offset) : await queuedJobs(db.sql, organizationId, pageSize, offset)
+      // With no free printer the jobs are not read: only whether any wait (the actor rests when none does). Jobs that
+      // wait for a hand assignment are never read by a pass (GET /v1/queue explains them).
+      const page = await queuedJobs(db.sql, organizationId, planner.freeLeft === 0 ? 1 : pageSize, offset, { automaticOnly: true })
       queued += page.length
       for (const job of page) jobs.set(job.id, job)
       planner.place(page)

@@ -25,10 +25,10 @@ export interface WaitingJobRow {
 }
 
 /** The queued jobs of an organization in queue order (the matching sorts again; the order bounds `limit`). */
-export async function queuedJobs(sql: Sql | TransactionSql, organizationId: string, limit = 100_000, offset = 0): Promise<QueueJob[]> {
+export async function queuedJobs(sql: Sql | TransactionSql, organizationId: string, limit = 100_000, offset = 0, options: { automaticOnly?: boolean } = {}): Promise<QueueJob[]> {
   const rows = await sql<WaitingJobRow[]>`
     select ${jobColumns(sql)} from print_jobs j left join files f on f.id = j.model_file_id
-    where j.organization_id = ${organizationId} and j.status = 'queued'
+    where j.organization_id = ${organizationId} and j.status = 'queued' ${options.automaticOnly === true ? automatic(sql) : sql``}
     order by j.priority desc, j.position nulls last, j.created_at, j.id
     limit ${limit} offset ${offset}`
   return rows.map(queueJobOf)
@@ -41,6 +41,9 @@ export async function queueJobById(sql: Sql | TransactionSql, organizationId: st
     where j.id = ${id} and j.organization_id = ${organizationId}`
   return row === undefined ? undefined : queueJobOf(row)
 }
+
+/** Jobs the queue places itself (a pass never reads those that wait for a hand assignment). */
+export const automatic = (sql: Sql | TransactionSql) => sql`and coalesce(j.print_options->>'auto_assign', 'true') <> 'false'`
 
 const jobColumns = (sql: Sql | TransactionSql) => sql`
   j.id, j.status, j.priority, j.position, j.created_at, j.print_options, j.required_materials, j.model_file_id, j.plate,
