@@ -22,6 +22,9 @@ import { shardCount, shardOf } from '../../../actors/shard-directory.js'
 
 const shared = process.env['DATABASE_URL'] !== undefined && process.env['REDIS_URL'] !== undefined
 if (!shared) t.plan(0, 'needs DATABASE_URL and REDIS_URL (three processes share them)')
+// Five clusters of three processes each, with leases running out on purpose: ~3 minutes on a quiet 2-core machine, more
+// when CI runs other files beside it; the default per-file limit (180 s) would cut it off mid-way.
+t.setTimeout(420_000)
 
 const leaseMs = 2_000
 const eventsPerBatch = 5
