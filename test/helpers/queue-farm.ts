@@ -47,3 +47,18 @@ export function eventSender(url: string): (org: Org, printer: string, type: stri
     if (res.status !== 200 || res.json.events?.[0]?.outcome !== 'applied') throw new Error(`${type}: ${res.status} ${res.text}`)
   }
 }
+
+/** The HTTP calls queue tests make, as one organization's admin (and its bridge for the host poll). */
+export function queueCalls(url: string) {
+  return {
+    async createJob(org: Org, extra: Record<string, unknown> = {}): Promise<number> {
+      const res = await request(url, '/v1/print-jobs/create', { method: 'POST', headers: org.admin, body: { name: 'Benchy', model_file_id: org.fileId, ...extra } })
+      if (res.status !== 201) throw new Error(`create: ${res.status} ${res.text}`)
+      return res.json.id
+    },
+    getJob: async (org: Org, id: number) => (await request(url, `/v1/print-jobs/${id}`, { headers: org.admin })).json,
+    getQueue: async (org: Org) => (await request(url, '/v1/queue?limit=200', { headers: org.admin })).json,
+    entryOf: (queue: any, jobId: number) => queue.jobs.find((e: any) => e.job.id === jobId),
+    hostTasks: async (org: Org) => (await request(url, `/v1/hosts/${org.hostId}/printer-tasks`, { headers: org.bridge })).json.tasks as any[],
+  }
+}

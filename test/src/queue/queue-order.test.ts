@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
-import { eventSender, openOrg as openFarmOrg, white, type Org } from '../../helpers/queue-farm.js'
+import { eventSender, openOrg as openFarmOrg, queueCalls, white, type Org } from '../../helpers/queue-farm.js'
 import { connectLive } from '../../helpers/live.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -36,16 +36,7 @@ const maintenance = async (org: Org, printer: string, on: boolean) => {
   if (res.status !== 200) throw new Error(`maintenance: ${res.status} ${res.text}`)
 }
 
-async function createJob(org: Org, extra: Record<string, unknown> = {}): Promise<number> {
-  const res = await request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: org.admin, body: { name: 'Benchy', model_file_id: org.fileId, ...extra } })
-  if (res.status !== 201) throw new Error(`create: ${res.status} ${res.text}`)
-  return res.json.id
-}
-
-const getJob = async (org: Org, id: number) => (await request(svc.url, `/v1/print-jobs/${id}`, { headers: org.admin })).json
-const getQueue = async (org: Org) => (await request(svc.url, '/v1/queue?limit=200', { headers: org.admin })).json
-const entryOf = (queue: any, jobId: number) => queue.jobs.find((e: any) => e.job.id === jobId)
-const hostTasks = async (org: Org) => (await request(svc.url, `/v1/hosts/${org.hostId}/printer-tasks`, { headers: org.bridge })).json.tasks as any[]
+const { createJob, getJob, getQueue, entryOf, hostTasks } = queueCalls(svc.url)
 const reorder = (org: Org, jobId: number | string, body: unknown) => request(svc.url, `/v1/queue/${jobId}`, { method: 'PATCH', headers: org.admin, body })
 const cancel = (org: Org, id: number) => request(svc.url, `/v1/print-jobs/${id}/status`, { method: 'PATCH', headers: org.admin, body: { status: 'cancelled' } })
 const reasonPairs = (entry: any) => (entry?.match.reasons ?? []).map((r: any) => [r.printer_id, r.code]).sort()

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
-import { eventSender, openOrg as openFarmOrg, white, type Org } from '../../helpers/queue-farm.js'
+import { eventSender, openOrg as openFarmOrg, queueCalls, white, type Org } from '../../helpers/queue-farm.js'
 import { startTestService } from '../../helpers/service.js'
 
 const svc = await startTestService(t, { QUEUE_MAX_STARTS: '2', QUEUE_STAGGER_MS: '600000', TASK_START_DEADLINE_S: '5' })
@@ -39,16 +39,7 @@ async function onlinePrinter(org: Org, fields: Record<string, unknown> = {}, slo
   return printer
 }
 
-async function createJob(org: Org, extra: Record<string, unknown> = {}): Promise<number> {
-  const res = await request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: org.admin, body: { name: 'Benchy', model_file_id: org.fileId, ...extra } })
-  if (res.status !== 201) throw new Error(`create: ${res.status} ${res.text}`)
-  return res.json.id
-}
-
-const getJob = async (org: Org, id: number) => (await request(svc.url, `/v1/print-jobs/${id}`, { headers: org.admin })).json
-const getQueue = async (org: Org) => (await request(svc.url, '/v1/queue?limit=200', { headers: org.admin })).json
-const entryOf = (queue: any, jobId: number) => queue.jobs.find((e: any) => e.job.id === jobId)
-const hostTasks = async (org: Org) => (await request(svc.url, `/v1/hosts/${org.hostId}/printer-tasks`, { headers: org.bridge })).json.tasks as any[]
+const { createJob, getJob, getQueue, entryOf, hostTasks } = queueCalls(svc.url)
 const setStatus = (org: Org, id: number, status: string) => request(svc.url, `/v1/print-jobs/${id}/status`, { method: 'PATCH', headers: org.admin, body: { status } })
 
 /** Polls (every 50 ms, at most `timeoutMs`) until `ok`; answers the last value read either way. */
