@@ -343,7 +343,32 @@ export const errorCodes = {
   },
   make_not_found: {
     status: 404,
-    description: 'No make with that id in this organization.',
+    description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',
+  },
+  make_revision_conflict: {
+    status: 409,
+    description:
+      'The make was saved by someone else since you read it: expected_revision is not its revision (the answer gives the current one in `revision`). Read it again (GET /v1/makes/{id}), apply your change, and save with that revision.',
+  },
+  make_in_use: {
+    status: 409,
+    description: 'A SKU is made of this make, or a job that has not ended prints it (the answer names them): remove it from the SKU (PATCH /v1/skus/{sku}) or cancel the jobs first.',
+  },
+  sku_not_found: {
+    status: 404,
+    description: 'No SKU with that code (or id) in this organization. List them with GET /v1/skus.',
+  },
+  sku_exists: {
+    status: 409,
+    description: 'The organization already has a SKU with that code. Choose another code, or change that SKU (PATCH /v1/skus/{sku}).',
+  },
+  order_too_large: {
+    status: 400,
+    description: 'The order would create more than 10,000 jobs (units × make quantity × quantity_to_print, summed over the makes). Order fewer units at a time.',
+  },
+  batch_not_found: {
+    status: 404,
+    description: 'No batch with that id in this organization. List them with GET /v1/batches.',
   },
   printer_task_not_found: {
     status: 404,

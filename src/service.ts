@@ -62,6 +62,10 @@ import { materialRoutes } from './routes/materials.js'
 import { MaterialStore } from './materials/material-store.js'
 import { inventoryRoutes } from './routes/inventory.js'
 import { SpoolStore } from './inventory/spool-store.js'
+import { MakeStore } from './makes/make-store.js'
+import { SkuStore } from './makes/sku-store.js'
+import { makeRoutes } from './routes/makes.js'
+import { skuRoutes } from './routes/skus.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -104,7 +108,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -358,6 +362,8 @@ function wireServices(
     files: core.files,
     materials: new MaterialStore(db.sql),
     inventory: new SpoolStore(db.sql),
+    makes: new MakeStore(db.sql),
+    skus: new SkuStore(db.sql),
     jobs: core.jobs,
     queue: core.queue,
     hostBindings: core.hostBindings,

@@ -22,6 +22,8 @@ import type { DisplayNode } from './displays/index.js'
 import type { FileNode } from './files/index.js'
 import type { MaterialStore } from './materials/material-store.js'
 import type { SpoolStore } from './inventory/spool-store.js'
+import type { MakeStore } from './makes/make-store.js'
+import type { SkuStore } from './makes/sku-store.js'
 import type { JobNode } from './jobs/index.js'
 import type { QueueNode } from './queue/index.js'
 import type { HostBindings } from './auth/host-binding.js'
@@ -62,6 +64,10 @@ export interface Services {
   readonly materials: MaterialStore
   /** The spool inventory and its ledger. */
   readonly inventory: SpoolStore
+  /** Makes: a file with its materials chosen. */
+  readonly makes: MakeStore
+  /** SKUs, their orders and batches. */
+  readonly skus: SkuStore
   /** Which host each paired bridge key speaks for. */
   readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */

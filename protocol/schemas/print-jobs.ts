@@ -6,9 +6,10 @@
  * - `name` 1-200 characters; `priority` -100..100 (default 0, higher first);
  *   `plate` is the 1-based plate of the file to print (default 1, or the
  *   file's only sliced plate).
- * - Required materials come from the make when `make_id` is given, else from
- *   the plate's filaments as the slicer wrote them (else the file's project
- *   filaments): `{filament_index, type, color_hex, used_g, material_id}`,
+ * - Required materials: per filament the plate uses (as the slicer wrote
+ *   them, else the file's project filaments), the material the make (when
+ *   `make_id` is given) chose for it, else the slicer's type and colour:
+ *   `{filament_index, type, color_hex, used_g, material_id}`,
  *   `filament_index` 0-based into the file's `project_filaments`.
  * - The list (`POST /v1/print-jobs`) takes its filters in the body, newest
  *   first; `search` matches part of the name.

@@ -117,9 +117,9 @@ export class ModelFileReads {
 /** The four filters as SQL conditions on `files f` (built per query: a fragment belongs to one statement). */
 function conditions(sql: Sql) {
   return {
-    // A job of the file is printing (or paused mid-print) / waiting in the queue.
-    printing: sql`exists (select 1 from print_jobs j where j.model_file_id = f.id and j.state in ('printing', 'paused'))`,
-    queued: sql`exists (select 1 from print_jobs j where j.model_file_id = f.id and j.state = 'queued')`,
+    // A job of the file is printing (or paused mid-print) / waiting in the queue (queued, or being handed to a printer).
+    printing: sql`exists (select 1 from print_jobs j where j.model_file_id = f.id and j.status in ('printing', 'paused'))`,
+    queued: sql`exists (select 1 from print_jobs j where j.model_file_id = f.id and j.status in ('queued', 'dispatching'))`,
     hasMakes: sql`exists (select 1 from makes m where m.model_file_id = f.id)`,
     // A project filament whose id has no (non-empty) label.
     missingLabel: sql`exists (select 1 from jsonb_array_elements(f.project_filaments) pf where coalesce(f.filament_labels->>(pf->>'id'), '') = '')`,

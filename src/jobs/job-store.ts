@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
 import { isActive, nextJobStatus, type PrintJobEvent } from '../../machines/print-job.js'
 import { ServiceError } from '../../protocol/errors.js'
+import type { Principal } from '../http/route.js'
 import type { CreatePrintJobBody, JobStatus, PrintJob, PrintJobListBody, PrintJobStatusBody, TaskCommand } from '../../protocol/schemas/print-jobs.js'
 import { escapeLike } from '../files/model-store.js'
 import { jobOf, type JobRow } from './job-records.js'
@@ -53,11 +54,7 @@ export class JobStore {
           select model_file_id, materials from makes where id = ${body.make_id} and organization_id = ${organizationId}`
         if (make === undefined) throw new ServiceError('make_not_found', 'no such make in this organization')
         if (make.model_file_id !== body.model_file_id) throw new ServiceError('validation_failed', 'body.make_id belongs to another file than body.model_file_id')
-        const ids = make.materials.map((m) => m.material_id)
-        const materials = await tx<{ id: string; type: string; color_hex: string | null }[]>`
-          select id, type, color_hex from materials where organization_id = ${organizationId} and id = any(${ids}::uuid[])`
-        const byId = new Map(materials.map((m) => [m.id, m]))
-        makeMaterials = make.materials.map((m) => ({ filament_index: m.filament_index, material_id: m.material_id, type: byId.get(m.material_id)?.type ?? null, color_hex: byId.get(m.material_id)?.color_hex ?? null }))
+        makeMaterials = await makeMaterialsIn(tx, organizationId, make.materials)
       }
       const { plate, required } = requiredMaterialsOf(file, body.plate, makeMaterials)
       const options = { auto_assign: true, enable_ams: true, ...(body.print_options ?? {}) }
@@ -199,6 +196,27 @@ async function addCommand(tx: TransactionSql, taskId: string, kind: TaskCommand[
     where id = ${taskId}`
 }
 
+/** A make's materials with the type and colour of each (a material since deleted has neither). */
+export async function makeMaterialsIn(tx: TransactionSql, organizationId: string, chosen: readonly { filament_index: number; material_id: string }[]): Promise<MakeMaterial[]> {
+  const ids = chosen.map((m) => m.material_id)
+  const materials = await tx<{ id: string; type: string; color_hex: string | null }[]>`
+    select id, type, color_hex from materials where organization_id = ${organizationId} and id = any(${ids}::uuid[])`
+  const byId = new Map(materials.map((m) => [m.id, m]))
+  return chosen.map((m) => ({ filament_index: m.filament_index, material_id: m.material_id, type: byId.get(m.material_id)?.type ?? null, color_hex: byId.get(m.material_id)?.color_hex ?? null }))
+}
+
 export function createdByOf(userId: string | null, keyId: string | null): string | null {
   return userId !== null ? `user:${userId}` : keyId !== null ? `api_key:${keyId}` : null
+}
+
+/** Who created what a request creates (a person or an API key), as jobs and batches record it. */
+export function creatorOf(principal: Principal): string | null {
+  return principal.kind === 'member' ? createdByOf(principal.userId, null) : principal.kind === 'api_key' ? createdByOf(null, principal.keyId) : null
+}
+
+/** The Idempotency-Key header of a create (1-200 characters), if sent. */
+export function idempotencyKeyOf(headers: Readonly<Record<string, string | undefined>>): string | undefined {
+  const key = headers['idempotency-key']
+  if (key !== undefined && (key.length === 0 || key.length > 200)) throw new ServiceError('validation_failed', 'the Idempotency-Key header must be 1-200 characters')
+  return key
 }

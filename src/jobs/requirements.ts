@@ -1,7 +1,7 @@
 /**
  * What a job needs loaded on the printer (DESIGN section 14, "Matching"):
- * per filament of the plate it prints, the type and colour (and grams), from
- * the make when the job has one, otherwise from the slicer's own record of
+ * per filament of the plate it prints, the type and colour (and grams): the
+ * material the job's make chose for it, otherwise the slicer's own record of
  * the file. Pure.
  */
 import { ServiceError } from '../../protocol/errors.js'
@@ -51,25 +51,24 @@ export function requiredMaterialsOf(file: FileFacts, askedPlate: number | undefi
     onPlate?.filaments !== undefined && onPlate.filaments.length > 0
       ? onPlate.filaments.map((f, i) => ({ index: indexOf(f, i), filament: f }))
       : project.map((f, i) => ({ index: i, filament: f }))
-  const grams = new Map(used.map((u) => [u.index, typeof u.filament.used_g === 'number' ? u.filament.used_g : null]))
-  if (make !== undefined) {
-    return {
-      plate,
-      required: [...make]
-        .sort((a, b) => a.filament_index - b.filament_index)
-        .map((m) => ({ filament_index: m.filament_index, type: m.type, color_hex: m.color_hex, used_g: grams.get(m.filament_index) ?? null, material_id: m.material_id })),
-    }
-  }
+  // A make replaces the material of the filaments it names; the plate's other filaments print as sliced,
+  // and a filament the plate does not use is not required, whatever the make chose for it.
+  const chosen = new Map((make ?? []).map((m) => [m.filament_index, m]))
   return {
     plate,
     required: used
       .sort((a, b) => a.index - b.index)
-      .map((u) => ({
-        filament_index: u.index,
-        type: typeof u.filament.type === 'string' ? u.filament.type : null,
-        color_hex: typeof u.filament.color_hex === 'string' ? u.filament.color_hex : null,
-        used_g: grams.get(u.index) ?? null,
-        material_id: null,
-      })),
+      .map((u) => {
+        const grams = typeof u.filament.used_g === 'number' ? u.filament.used_g : null
+        const m = chosen.get(u.index)
+        if (m !== undefined) return { filament_index: u.index, type: m.type, color_hex: m.color_hex, used_g: grams, material_id: m.material_id }
+        return {
+          filament_index: u.index,
+          type: typeof u.filament.type === 'string' ? u.filament.type : null,
+          color_hex: typeof u.filament.color_hex === 'string' ? u.filament.color_hex : null,
+          used_g: grams,
+          material_id: null,
+        }
+      }),
   }
 }

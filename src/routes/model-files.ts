@@ -17,6 +17,8 @@ import {
   ReprocessReceiptSchema,
 } from '../../protocol/schemas/model-files.js'
 import { FileParams, FileSchema } from '../../protocol/schemas/models.js'
+import { ModelFileOverviewSchema } from '../../protocol/schemas/makes.js'
+import { modelFileOverview } from '../files/model-file-overview.js'
 import { Type } from '@sinclair/typebox'
 import { organizationOf } from '../auth/principal.js'
 import { fileRecordOf } from '../files/file-records.js'
@@ -124,6 +126,22 @@ export const reprocessReceiptRoute = defineRoute({
   handler: async (req, svc: Services) => ({ body: await svc.files.reprocessor.receipt(organizationOf(req.principal), req.params.fileId, req.params.commandId) }),
 })
 
+export const modelFileOverviewRoute = defineRoute({
+  method: 'GET',
+  path: '/v1/model-files/{fileId}/overview',
+  operationId: 'getModelFileOverview',
+  summary: 'One file at a glance: its jobs printing and waiting, batches, makes, filaments with labels, SKUs, and what you may do with it now.',
+  description:
+    "`counts.queued` counts jobs queued or being dispatched, `counts.printing` printing or paused. `capabilities` answer for the caller: a deleted file " +
+    'has every capability false but `can_restore` (false too once purged or while its model is deleted).',
+  tags: ['model-files'],
+  auth: { kind: 'organization', scope: 'files:read' },
+  schemas: { params: FileParams },
+  responses: { 200: { description: 'The overview.', schema: ModelFileOverviewSchema } },
+  errors: ['file_not_found'],
+  handler: async (req, svc: Services) => ({ body: await modelFileOverview(svc.db.sql, organizationOf(req.principal), req.params.fileId, req.principal) }),
+})
+
 export const modelFileRoutes: readonly Route<RouteSchemas, Services>[] = [
   liveOperationsRoute,
   listModelFilesRoute,
@@ -132,4 +150,5 @@ export const modelFileRoutes: readonly Route<RouteSchemas, Services>[] = [
   filamentLabelsRoute,
   reprocessRoute,
   reprocessReceiptRoute,
+  modelFileOverviewRoute,
 ] as Route<RouteSchemas, Services>[]

@@ -15,10 +15,9 @@ import {
   PrintJobStatusBody,
 } from '../../protocol/schemas/print-jobs.js'
 import { SuccessSchema } from '../../protocol/schemas/models.js'
-import { ServiceError } from '../../protocol/errors.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import { createdByOf } from '../jobs/job-store.js'
+import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
 import { explainJobs } from '../queue/queue-view.js'
 import type { Services } from '../services.js'
 
@@ -28,8 +27,8 @@ export const createPrintJobRoute = defineRoute({
   operationId: 'createPrintJob',
   summary: 'Queue a print of a model file (one plate), optionally as a make with its chosen materials.',
   description:
-    "Required materials (`constraints.required_materials`) come from the make when `make_id` is given, else from the plate's filaments as the " +
-    'slicer recorded them. `print_options.auto_assign: false` keeps the job for a hand assignment (POST /v1/print-jobs/{id}/assign). Answers 201 with the job. ' +
+    "Required materials (`constraints.required_materials`): per filament the plate uses, the material the make (`make_id`) chose for it, else what the " +
+    'slicer recorded. `print_options.auto_assign: false` keeps the job for a hand assignment (POST /v1/print-jobs/{id}/assign). Answers 201 with the job. ' +
     'With an Idempotency-Key header (1-200 characters), a retry with the same key answers 200 with the job the first request created, so a lost answer never queues a second print.',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
@@ -38,9 +37,8 @@ export const createPrintJobRoute = defineRoute({
   errors: ['file_not_found', 'file_not_printable', 'make_not_found'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
-    const by = req.principal.kind === 'member' ? createdByOf(req.principal.userId, null) : req.principal.kind === 'api_key' ? createdByOf(null, req.principal.keyId) : null
-    const key = req.headers['idempotency-key']
-    if (key !== undefined && (key.length === 0 || key.length > 200)) throw new ServiceError('validation_failed', 'the Idempotency-Key header must be 1-200 characters')
+    const by = creatorOf(req.principal)
+    const key = idempotencyKeyOf(req.headers)
     const { job, created } = await svc.jobs.store.create(organizationId, req.body, by, key)
     if (created) svc.queue.wake(organizationId)
     return { status: created ? 201 : 200, body: job }

@@ -16,6 +16,7 @@ import { materials } from './0010-materials.js'
 import { printJobs } from './0011-print-jobs.js'
 import { inventory } from './0012-inventory.js'
 import { queue } from './0013-queue.js'
+import { makesSkus } from './0014-makes-skus.js'
 
 export interface Migration {
   readonly version: number
@@ -23,4 +24,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus]

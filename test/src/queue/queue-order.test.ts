@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
+import { until } from '../../helpers/poll.js'
 import { eventSender, openOrg as openFarmOrg, queueCalls, white, type Org } from '../../helpers/queue-farm.js'
 import { connectLive } from '../../helpers/live.js'
 import { startTestService } from '../../helpers/service.js'
@@ -40,16 +41,6 @@ const { createJob, getJob, getQueue, entryOf, hostTasks } = queueCalls(svc.url)
 const reorder = (org: Org, jobId: number | string, body: unknown) => request(svc.url, `/v1/queue/${jobId}`, { method: 'PATCH', headers: org.admin, body })
 const cancel = (org: Org, id: number) => request(svc.url, `/v1/print-jobs/${id}/status`, { method: 'PATCH', headers: org.admin, body: { status: 'cancelled' } })
 const reasonPairs = (entry: any) => (entry?.match.reasons ?? []).map((r: any) => [r.printer_id, r.code]).sort()
-
-/** Polls (every 50 ms, at most `timeoutMs`) until `ok`; answers the last value read either way. */
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const end = performance.now() + timeoutMs
-  for (;;) {
-    const v = await read()
-    if (ok(v) || performance.now() > end) return v
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 /** The queue offers the job to `printer` by itself. */
 async function dispatchedTo(t: Test, org: Org, jobId: number, printer: string, what: string) {

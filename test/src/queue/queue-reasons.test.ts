@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
+import { until } from '../../helpers/poll.js'
 import { eventSender, openOrg as openFarmOrg, queueCalls, white, type Org } from '../../helpers/queue-farm.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -41,16 +42,6 @@ async function onlinePrinter(org: Org, fields: Record<string, unknown> = {}, slo
 
 const { createJob, getJob, getQueue, entryOf, hostTasks } = queueCalls(svc.url)
 const setStatus = (org: Org, id: number, status: string) => request(svc.url, `/v1/print-jobs/${id}/status`, { method: 'PATCH', headers: org.admin, body: { status } })
-
-/** Polls (every 50 ms, at most `timeoutMs`) until `ok`; answers the last value read either way. */
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const end = performance.now() + timeoutMs
-  for (;;) {
-    const v = await read()
-    if (ok(v) || performance.now() > end) return v
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 const codesFor = (reasons: any[], printer: string | null) => reasons.filter((r) => r.printer_id === printer).map((r) => r.code).sort()
 
