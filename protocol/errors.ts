@@ -341,6 +341,10 @@ export const errorCodes = {
     status: 409,
     description: "The job's file is deleted, purged or no longer exists: restore it or create the job from another file.",
   },
+  oauth_client_not_found: {
+    status: 404,
+    description: 'No OAuth client with that id (or client_id) in an organization of yours. List them with GET /v1/oauth-clients.',
+  },
   make_not_found: {
     status: 404,
     description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',

@@ -24,6 +24,7 @@ import type { MaterialStore } from './materials/material-store.js'
 import type { SpoolStore } from './inventory/spool-store.js'
 import type { MakeStore } from './makes/make-store.js'
 import type { SkuStore } from './makes/sku-store.js'
+import type { OAuthClientStore } from './oauth/client-store.js'
 import type { JobNode } from './jobs/index.js'
 import type { QueueNode } from './queue/index.js'
 import type { HostBindings } from './auth/host-binding.js'
@@ -68,6 +69,8 @@ export interface Services {
   readonly makes: MakeStore
   /** SKUs, their orders and batches. */
   readonly skus: SkuStore
+  /** OAuth clients organizations manage. */
+  readonly oauthClients: OAuthClientStore
   /** Which host each paired bridge key speaks for. */
   readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */

@@ -17,6 +17,7 @@ import { printJobs } from './0011-print-jobs.js'
 import { inventory } from './0012-inventory.js'
 import { queue } from './0013-queue.js'
 import { makesSkus } from './0014-makes-skus.js'
+import { oauthClients } from './0015-oauth-clients.js'
 
 export interface Migration {
   readonly version: number
@@ -24,4 +25,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients]

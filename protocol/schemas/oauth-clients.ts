@@ -1,0 +1,91 @@
+/**
+ * OAuth clients an organization manages (SPEC part 4 group D, part 2 "OAuth
+ * client"): the applications its people may sign in to the farm with.
+ *
+ * Decisions where the spec is silent:
+ * - `client_secret` exists only for confidential clients (`is_public: false`)
+ *   and is in the create answer only; public clients (native and browser
+ *   apps, which cannot keep a secret) get null and must use PKCE.
+ * - redirect_uris: 1-10 unique (as dynamic registration allows), each an
+ *   https URI, http on a loopback host, or a private-use scheme with a dot;
+ *   scopes: 1-17 unique client scopes.
+ * - `{clientId}` in paths is the record's `id` or its `client_id`.
+ * - A client is the organization's: its members read it, its admins change it.
+ */
+import { Type, type Static } from '@sinclair/typebox'
+import { clientScopes } from '../scopes.js'
+
+const strict = { additionalProperties: false } as const
+const Uuid = Type.String({ format: 'uuid' })
+const Time = Type.String({ format: 'date-time' })
+
+const ClientScopes = Type.Array(
+  Type.Union(
+    clientScopes.map((s) => Type.Literal(s)),
+    { description: 'One of the 17 client scopes (the scopes without host:pair and print:launch).' },
+  ),
+  { minItems: 1, maxItems: clientScopes.length, uniqueItems: true },
+)
+const RedirectUris = Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), {
+  minItems: 1,
+  maxItems: 10,
+  uniqueItems: true,
+  description: 'https URIs, http on a loopback host (any port then matches), or private-use schemes (com.example.app:/callback); no fragments.',
+})
+const Name = Type.String({ minLength: 1, maxLength: 255 })
+const Description = Type.String({ maxLength: 1000 })
+
+export const CreateOAuthClientBody = Type.Object(
+  {
+    organization_id: Uuid,
+    name: Name,
+    redirect_uris: RedirectUris,
+    scopes: ClientScopes,
+    description: Type.Optional(Description),
+    is_public: Type.Optional(Type.Boolean({ default: true, description: 'true: a public client (no secret, PKCE); false: a confidential client with a secret.' })),
+  },
+  { ...strict, title: 'CreateOAuthClient' },
+)
+export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>
+
+export const UpdateOAuthClientBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    description: Type.Optional(Type.Union([Description, Type.Null()])),
+    redirect_uris: Type.Optional(RedirectUris),
+    scopes: Type.Optional(ClientScopes),
+    is_enabled: Type.Optional(Type.Boolean({ description: 'false: the client can no longer start a sign-in or use its tokens.' })),
+  },
+  { ...strict, minProperties: 1, title: 'UpdateOAuthClient' },
+)
+export type UpdateOAuthClientBody = Static<typeof UpdateOAuthClientBody>
+
+export const OAuthClientSchema = Type.Object(
+  {
+    id: Uuid,
+    client_id: Type.String({ description: 'What the client sends as client_id.' }),
+    organization_id: Uuid,
+    name: Type.String(),
+    description: Type.Union([Type.String(), Type.Null()]),
+    redirect_uris: Type.Array(Type.String()),
+    scopes: Type.Array(Type.String()),
+    is_public: Type.Boolean(),
+    is_enabled: Type.Boolean(),
+    created_at: Time,
+    updated_at: Time,
+  },
+  { ...strict, title: 'OAuthClient' },
+)
+export type OAuthClient = Static<typeof OAuthClientSchema>
+
+export const CreatedOAuthClientSchema = Type.Object(
+  {
+    ...OAuthClientSchema.properties,
+    client_secret: Type.Union([Type.String(), Type.Null()], { description: 'A confidential client\'s secret, in this answer only (the service keeps a hash); null for a public client.' }),
+  },
+  { ...strict, title: 'CreatedOAuthClient' },
+)
+
+export const OAuthClientListQuery = Type.Object({ organization_id: Type.Optional(Uuid) }, strict)
+export const OAuthClientListSchema = Type.Object({ clients: Type.Array(OAuthClientSchema) }, { ...strict, title: 'OAuthClientList' })
+export const OAuthClientParams = Type.Object({ clientId: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$', description: "The client's id or client_id." }) }, strict)
