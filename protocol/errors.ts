@@ -341,6 +341,16 @@ export const errorCodes = {
     status: 409,
     description: "The job's file is deleted, purged or no longer exists: restore it or create the job from another file.",
   },
+  invalid_client_metadata: {
+    status: 400,
+    description:
+      'OAuth client registration (RFC 7591): a field is unknown, missing or out of range (grant_types, response_types, token_endpoint_auth_method, scope…). error_description names it.',
+  },
+  invalid_redirect_uri: {
+    status: 400,
+    description:
+      'OAuth client registration (RFC 7591): a redirect URI is not https, http on a loopback host, or a private-use scheme with a dot, or it has a fragment or credentials. error_description names it.',
+  },
   oauth_client_not_found: {
     status: 404,
     description: 'No OAuth client with that id (or client_id) in an organization of yours. List them with GET /v1/oauth-clients.',
@@ -444,6 +454,8 @@ export interface ErrorBody {
   error: string
   message: string
   code?: string
+  /** RFC 6749 §5.2: the OAuth endpoints' copy of `message`. */
+  error_description?: string
   requestId?: string
 }
 

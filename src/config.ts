@@ -39,6 +39,8 @@ export interface Config {
   loginFailuresPerAddress: number
   /** Pairing codes one address may request in 15 minutes. */
   authCodesPerAddress: number
+  /** OAuth clients one address may register (RFC 7591) in 15 minutes. */
+  oauthRegistrationsPerAddress: number
   /** Failed code verifications per user and per address, and unknown codes exchanged per address, in 15 minutes. */
   authCodeFailuresPerSource: number
   /** 32-byte key that seals stored printer credentials; undefined → a key kept in the store. */
@@ -122,6 +124,7 @@ export const configVariables = [
   'LOGIN_FAILURES_PER_ACCOUNT',
   'LOGIN_FAILURES_PER_ADDRESS',
   'AUTH_CODES_PER_ADDRESS',
+  'OAUTH_REGISTRATIONS_PER_ADDRESS',
   'AUTH_CODE_FAILURES_PER_SOURCE',
   'PRINTFARM_SECRET_KEY',
   'PRESENCE_TIMEOUT_MS',
@@ -243,6 +246,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const loginFailuresPerAccount = integer('LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000)
   const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
   const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
+  const oauthRegistrationsPerAddress = integer('OAUTH_REGISTRATIONS_PER_ADDRESS', 30, 1, 1_000_000)
   const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
   const secretKeyRaw = read('PRINTFARM_SECRET_KEY')
   let secretKey: Buffer | undefined
@@ -296,6 +300,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     loginFailuresPerAccount,
     loginFailuresPerAddress,
     authCodesPerAddress,
+    oauthRegistrationsPerAddress,
     authCodeFailuresPerSource,
     secretKey,
     presenceTimeoutMs,

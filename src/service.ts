@@ -68,6 +68,7 @@ import { makeRoutes } from './routes/makes.js'
 import { skuRoutes } from './routes/skus.js'
 import { OAuthClientStore } from './oauth/client-store.js'
 import { oauthClientRoutes } from './routes/oauth-clients.js'
+import { oauthRoutes } from './routes/oauth.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -110,7 +111,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthClientRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -367,6 +368,7 @@ function wireServices(
     makes: new MakeStore(db.sql),
     skus: new SkuStore(db.sql),
     oauthClients: new OAuthClientStore(db.sql, logger),
+    oauthRegistrations: new FailureLimiter({ limit: config.oauthRegistrationsPerAddress, windowMs: loginFailureWindowMs }),
     jobs: core.jobs,
     queue: core.queue,
     hostBindings: core.hostBindings,

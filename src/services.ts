@@ -69,8 +69,10 @@ export interface Services {
   readonly makes: MakeStore
   /** SKUs, their orders and batches. */
   readonly skus: SkuStore
-  /** OAuth clients organizations manage. */
+  /** OAuth clients: those organizations manage and those that registered themselves. */
   readonly oauthClients: OAuthClientStore
+  /** Dynamic client registrations per address (public route). */
+  readonly oauthRegistrations: FailureLimiter
   /** Which host each paired bridge key speaks for. */
   readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */

@@ -89,3 +89,52 @@ export const CreatedOAuthClientSchema = Type.Object(
 export const OAuthClientListQuery = Type.Object({ organization_id: Type.Optional(Uuid) }, strict)
 export const OAuthClientListSchema = Type.Object({ clients: Type.Array(OAuthClientSchema) }, { ...strict, title: 'OAuthClientList' })
 export const OAuthClientParams = Type.Object({ clientId: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$', description: "The client's id or client_id." }) }, strict)
+
+/**
+ * Dynamic client registration (RFC 7591; SPEC part 4 group C). SPEC's fields
+ * and limits, plus the other RFC 7591 §2 client metadata names and
+ * `application_type`, which real clients send (the MCP client always does);
+ * anything else is refused. `scope` is space-separated client scopes (all 17
+ * when absent).
+ */
+const HttpsUri = Type.String({ minLength: 1, maxLength: 2048 })
+export const RegisterClientBody = Type.Object(
+  {
+    redirect_uris: Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 10, uniqueItems: true }),
+    client_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    grant_types: Type.Optional(Type.Array(Type.Union([Type.Literal('authorization_code'), Type.Literal('refresh_token')]), { minItems: 1, maxItems: 2, uniqueItems: true })),
+    response_types: Type.Optional(Type.Array(Type.Literal('code'), { minItems: 1, maxItems: 1 })),
+    token_endpoint_auth_method: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('client_secret_post')], { description: 'none (default): a public client with PKCE; client_secret_post: a secret is issued.' })),
+    scope: Type.Optional(Type.String({ maxLength: 1000, description: 'Space-separated client scopes; all 17 when absent.' })),
+    client_uri: Type.Optional(HttpsUri),
+    logo_uri: Type.Optional(HttpsUri),
+    tos_uri: Type.Optional(HttpsUri),
+    policy_uri: Type.Optional(HttpsUri),
+    jwks_uri: Type.Optional(HttpsUri),
+    jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true }), { maxItems: 10 }) }, { additionalProperties: true })),
+    contacts: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 320 }), { maxItems: 10 })),
+    software_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    software_version: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    software_statement: Type.Optional(Type.String({ minLength: 1, maxLength: 8192, description: 'Accepted and kept; not verified.' })),
+    application_type: Type.Optional(Type.Union([Type.Literal('web'), Type.Literal('native')])),
+  },
+  { ...strict, title: 'RegisterClient' },
+)
+export type RegisterClientBody = Static<typeof RegisterClientBody>
+
+export const RegisteredClientSchema = Type.Object(
+  {
+    client_id: Type.String(),
+    client_secret: Type.Optional(Type.String({ description: 'client_secret_post clients only, in this answer only.' })),
+    client_secret_expires_at: Type.Optional(Type.Integer({ description: '0: the secret does not expire.' })),
+    client_id_issued_at: Type.Integer({ description: 'Unix seconds.' }),
+    client_name: Type.Union([Type.String(), Type.Null()]),
+    redirect_uris: Type.Array(Type.String()),
+    grant_types: Type.Array(Type.String()),
+    response_types: Type.Array(Type.String()),
+    token_endpoint_auth_method: Type.String(),
+    scope: Type.String(),
+  },
+  { additionalProperties: true, title: 'RegisteredClient', description: 'The registration, with the other metadata sent echoed back (RFC 7591 §3.2.1).' },
+)
+export type RegisteredClient = Static<typeof RegisteredClientSchema>

@@ -164,6 +164,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     exchange.label = route.path
     exchange.errorOnly = route.errorBody === 'error-only'
     exchange.errorCoded = route.errorBody === 'coded'
+    exchange.errorOAuth = route.errorBody === 'oauth'
     exchange.invalidRequestCode = route.invalidRequestCode
 
     let bodyRead = !hasBody

@@ -46,6 +46,8 @@ export class Exchange implements RequestLifecycle {
   errorOnly = false
   /** Error bodies carry `code` too (printer-event routes). */
   errorCoded = false
+  /** RFC 6749 error bodies: `error_description` beside `message` (Route.errorBody 'oauth'). */
+  errorOAuth = false
   /** The route's own code for request faults (Route.invalidRequestCode). */
   invalidRequestCode: ErrorCode | undefined
   /** Set when the caller authenticated with an API key (for its usage log). */
@@ -234,6 +236,7 @@ export class Exchange implements RequestLifecycle {
   }
 
   #coded(body: ErrorBody): ErrorBody {
+    if (this.errorOAuth) return { ...body, error_description: body.message }
     return this.errorCoded ? { code: body.error, ...body } : body
   }
 

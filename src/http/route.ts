@@ -109,8 +109,10 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
    * SPEC part 7: a few routes answer 400/404/500 with `{error}` alone (the
    * auth-code routes). Other statuses keep the full body. `coded`: the
    * printer-event routes (SPEC part 4 group H) add `code` (= `error`).
+   * `oauth`: the OAuth endpoints answer RFC 6749 / RFC 7591 bodies, with
+   * `error_description` (= `message`) beside our own fields.
    */
-  readonly errorBody?: 'error-only' | 'coded'
+  readonly errorBody?: 'error-only' | 'coded' | 'oauth'
   /**
    * The code of a 400 for a body, query or path the route cannot use (unknown
    * or invalid fields, unreadable JSON, no body). SPEC group L answers all of

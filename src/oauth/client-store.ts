@@ -9,12 +9,14 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriProblem } from '../../protocol/redirect-uris.js'
-import type { CreateOAuthClientBody, OAuthClient, UpdateOAuthClientBody } from '../../protocol/schemas/oauth-clients.js'
+import type { CreateOAuthClientBody, OAuthClient, RegisterClientBody, RegisteredClient, UpdateOAuthClientBody } from '../../protocol/schemas/oauth-clients.js'
+import { clientScopes } from '../../protocol/scopes.js'
 import type { Logger } from '../log.js'
 
 interface ClientRow {
   id: string
   client_id: string
+  source: 'organization' | 'registration'
   organization_id: string
   name: string
   description: string | null
@@ -28,6 +30,17 @@ interface ClientRow {
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
+const newClientId = (): string => `pfc_${randomBytes(16).toString('base64url')}`
+const newSecret = (): string => `pfcs_${randomBytes(32).toString('base64url')}`
+
+/** The registered scope string as client scopes; absent means all of them, an unknown value is refused. */
+function scopesOf(scope: string | undefined): string[] {
+  if (scope === undefined || scope.trim() === '') return [...clientScopes]
+  const asked = [...new Set(scope.trim().split(/\s+/))]
+  const unknown = asked.filter((s) => !(clientScopes as readonly string[]).includes(s))
+  if (unknown.length > 0) throw new ServiceError('invalid_client_metadata', `scope: ${unknown.slice(0, 5).join(', ')} is not a client scope (${clientScopes.join(' ')})`)
+  return asked
+}
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 export const clientNotFound = (): ServiceError => new ServiceError('oauth_client_not_found', 'no OAuth client with that id in your organizations')
@@ -68,10 +81,10 @@ export class OAuthClientStore {
   async create(organizationId: string, body: CreateOAuthClientBody, createdBy: string): Promise<{ client: OAuthClient; secret: string | null }> {
     assertRedirectUris(body.redirect_uris)
     const isPublic = body.is_public ?? true
-    const secret = isPublic ? null : `pfcs_${randomBytes(32).toString('base64url')}`
+    const secret = isPublic ? null : newSecret()
     const [row] = await this.#sql<ClientRow[]>`
-      insert into oauth_clients (id, client_id, organization_id, name, description, redirect_uris, scopes, is_public, secret_hash, created_by)
-      values (${randomUUID()}, ${`pfc_${randomBytes(16).toString('base64url')}`}, ${organizationId}, ${body.name}, ${body.description ?? null},
+      insert into oauth_clients (id, client_id, source, organization_id, name, description, redirect_uris, scopes, is_public, secret_hash, created_by)
+      values (${randomUUID()}, ${newClientId()}, 'organization', ${organizationId}, ${body.name}, ${body.description ?? null},
               ${this.#sql.json(body.redirect_uris)}, ${body.scopes as string[]}, ${isPublic}, ${secret === null ? null : sha256(secret)}, ${createdBy})
       returning *`
     this.#logger.info('oauth client created', { organizationId, clientId: row!.client_id, isPublic, by: createdBy })
@@ -79,16 +92,56 @@ export class OAuthClientStore {
   }
 
   async list(organizationId: string): Promise<OAuthClient[]> {
-    const rows = await this.#sql<ClientRow[]>`select * from oauth_clients where organization_id = ${organizationId} order by created_at, id`
+    const rows = await this.#sql<ClientRow[]>`select * from oauth_clients where organization_id = ${organizationId} and source = 'organization' order by created_at, id`
     return rows.map(clientOf)
   }
 
-  /** The client by its id or client_id, whichever organization it belongs to (the caller checks membership). */
+  /** An organization's client by its id or client_id, whichever organization it belongs to (the caller checks membership). */
   async find(idOrClientId: string): Promise<OAuthClient | undefined> {
     const [row] = uuidPattern.test(idOrClientId)
-      ? await this.#sql<ClientRow[]>`select * from oauth_clients where id = ${idOrClientId}`
-      : await this.#sql<ClientRow[]>`select * from oauth_clients where client_id = ${idOrClientId}`
+      ? await this.#sql<ClientRow[]>`select * from oauth_clients where id = ${idOrClientId} and source = 'organization'`
+      : await this.#sql<ClientRow[]>`select * from oauth_clients where client_id = ${idOrClientId} and source = 'organization'`
     return row === undefined ? undefined : clientOf(row)
+  }
+
+  /**
+   * A client that registered itself (RFC 7591). Public (`none`) clients get no secret; a
+   * `client_secret_post` client gets one that never expires (`client_secret_expires_at: 0`).
+   */
+  async register(body: RegisterClientBody, from: string): Promise<RegisteredClient> {
+    for (const [i, uri] of body.redirect_uris.entries()) {
+      const problem = redirectUriProblem(uri)
+      if (problem !== undefined) throw new ServiceError('invalid_redirect_uri', `redirect_uris[${i}] ${problem}`)
+    }
+    const method = body.token_endpoint_auth_method ?? 'none'
+    const grants = body.grant_types ?? ['authorization_code', 'refresh_token']
+    const responses = body.response_types ?? ['code']
+    if (!grants.includes('authorization_code') && responses.includes('code')) {
+      throw new ServiceError('invalid_client_metadata', 'response_types code needs grant_types authorization_code (RFC 7591 §2.1)')
+    }
+    const scopes = scopesOf(body.scope)
+    const secret = method === 'client_secret_post' ? newSecret() : null
+    const { redirect_uris: _r, token_endpoint_auth_method: _m, grant_types: _g, response_types: _t, client_name: _n, client_uri: _c, logo_uri: _l, scope: _s, ...metadata } = body
+    const [row] = await this.#sql<(ClientRow & { client_uri: string | null; logo_uri: string | null; metadata: Record<string, unknown>; grant_types: string[]; response_types: string[] })[]>`
+      insert into oauth_clients (id, client_id, source, name, redirect_uris, scopes, grant_types, response_types, is_public, secret_hash, client_uri, logo_uri, metadata, registered_from)
+      values (${randomUUID()}, ${newClientId()}, 'registration', ${body.client_name ?? null}, ${this.#sql.json(body.redirect_uris)}, ${scopes}, ${grants}, ${responses},
+              ${secret === null}, ${secret === null ? null : sha256(secret)}, ${body.client_uri ?? null}, ${body.logo_uri ?? null}, ${this.#sql.json(metadata as never)}, ${from})
+      returning *`
+    this.#logger.info('oauth client registered', { clientId: row!.client_id, method, from })
+    return {
+      client_id: row!.client_id,
+      ...(secret === null ? {} : { client_secret: secret, client_secret_expires_at: 0 }),
+      client_id_issued_at: Math.floor(row!.created_at.getTime() / 1000),
+      client_name: row!.name,
+      redirect_uris: row!.redirect_uris,
+      grant_types: row!.grant_types,
+      response_types: row!.response_types,
+      token_endpoint_auth_method: method,
+      scope: row!.scopes.join(' '),
+      ...(row!.client_uri === null ? {} : { client_uri: row!.client_uri }),
+      ...(row!.logo_uri === null ? {} : { logo_uri: row!.logo_uri }),
+      ...metadata,
+    }
   }
 
   async update(id: string, body: UpdateOAuthClientBody, by: string): Promise<OAuthClient> {
@@ -102,14 +155,14 @@ export class OAuthClientStore {
         scopes = ${body.scopes === undefined ? sql`scopes` : (body.scopes as string[])},
         is_enabled = coalesce(${body.is_enabled ?? null}, is_enabled),
         updated_at = now()
-      where id = ${id} returning *`
+      where id = ${id} and source = 'organization' returning *`
     if (row === undefined) throw clientNotFound()
     this.#logger.info('oauth client changed', { organizationId: row.organization_id, clientId: row.client_id, fields: Object.keys(body), by })
     return clientOf(row)
   }
 
   async delete(id: string, by: string): Promise<void> {
-    const [row] = await this.#sql<{ organization_id: string; client_id: string }[]>`delete from oauth_clients where id = ${id} returning organization_id, client_id`
+    const [row] = await this.#sql<{ organization_id: string; client_id: string }[]>`delete from oauth_clients where id = ${id} and source = 'organization' returning organization_id, client_id`
     if (row === undefined) throw clientNotFound()
     this.#logger.info('oauth client deleted', { organizationId: row.organization_id, clientId: row.client_id, by })
   }

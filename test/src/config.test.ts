@@ -43,6 +43,7 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     loginFailuresPerAccount: 10,
     loginFailuresPerAddress: 100,
     authCodesPerAddress: 200,
+    oauthRegistrationsPerAddress: 30,
     authCodeFailuresPerSource: 30,
     secretKey: undefined,
     presenceTimeoutMs: 90_000,
