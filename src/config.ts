@@ -41,6 +41,8 @@ export interface Config {
   authCodesPerAddress: number
   /** OAuth clients one address may register (RFC 7591) in 15 minutes. */
   oauthRegistrationsPerAddress: number
+  /** Lifetime of an OAuth access token, seconds. */
+  oauthAccessTtlSeconds: number
   /** Failed code verifications per user and per address, and unknown codes exchanged per address, in 15 minutes. */
   authCodeFailuresPerSource: number
   /** 32-byte key that seals stored printer credentials; undefined → a key kept in the store. */
@@ -125,6 +127,7 @@ export const configVariables = [
   'LOGIN_FAILURES_PER_ADDRESS',
   'AUTH_CODES_PER_ADDRESS',
   'OAUTH_REGISTRATIONS_PER_ADDRESS',
+  'OAUTH_ACCESS_TTL_S',
   'AUTH_CODE_FAILURES_PER_SOURCE',
   'PRINTFARM_SECRET_KEY',
   'PRESENCE_TIMEOUT_MS',
@@ -247,6 +250,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
   const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
   const oauthRegistrationsPerAddress = integer('OAUTH_REGISTRATIONS_PER_ADDRESS', 30, 1, 1_000_000)
+  const oauthAccessTtlSeconds = integer('OAUTH_ACCESS_TTL_S', 3600, 1, 86_400)
   const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
   const secretKeyRaw = read('PRINTFARM_SECRET_KEY')
   let secretKey: Buffer | undefined
@@ -301,6 +305,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     loginFailuresPerAddress,
     authCodesPerAddress,
     oauthRegistrationsPerAddress,
+    oauthAccessTtlSeconds,
     authCodeFailuresPerSource,
     secretKey,
     presenceTimeoutMs,

@@ -67,6 +67,7 @@ import { SkuStore } from './makes/sku-store.js'
 import { makeRoutes } from './routes/makes.js'
 import { skuRoutes } from './routes/skus.js'
 import { OAuthClientStore } from './oauth/client-store.js'
+import { OAuthAccessTokens } from './oauth/access-tokens.js'
 import { oauthClientRoutes } from './routes/oauth-clients.js'
 import { oauthRoutes } from './routes/oauth.js'
 import { createFileNode, type FileNode } from './files/index.js'
@@ -154,10 +155,11 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const core = await startCore(config, logger, parts)
     const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl)
     const apiKeyCache = new ApiKeyCache(core.db.sql)
-    const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache)
+    const oauthTokens = new OAuthAccessTokens(core.keyring, config.publicBaseUrl, config.oauthAccessTtlSeconds)
+    const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache, oauthTokens)
     const live = await startLive(config, logger, core, authenticate, sessions, parts)
     const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
-    const services = wireServices(config, logger, core, live.feed, { sessions, apiKeyCache, routes })
+    const services = wireServices(config, logger, core, live.feed, { sessions, apiKeyCache, oauthTokens, routes })
     parts.add(() => services.apiKeyUsage.close())
     const http = await startHttpServer({
       host: config.host,
@@ -325,7 +327,7 @@ function wireServices(
   logger: Logger,
   core: Core,
   live: LiveFeed,
-  shared: { sessions: Sessions; apiKeyCache: ApiKeyCache; routes: readonly Route<RouteSchemas, Services>[] },
+  shared: { sessions: Sessions; apiKeyCache: ApiKeyCache; oauthTokens: OAuthAccessTokens; routes: readonly Route<RouteSchemas, Services>[] },
 ): Services {
   const { db, directory } = core
   let openApi: string | undefined
@@ -339,6 +341,7 @@ function wireServices(
     mqtt: core.mqtt,
     keyring: core.keyring,
     sessions: shared.sessions,
+    oauthTokens: shared.oauthTokens,
     loginFailures: {
       accountAtAddress: new FailureLimiter({ limit: config.loginFailuresPerAccount, windowMs: loginFailureWindowMs }),
       address: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),

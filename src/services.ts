@@ -25,6 +25,7 @@ import type { SpoolStore } from './inventory/spool-store.js'
 import type { MakeStore } from './makes/make-store.js'
 import type { SkuStore } from './makes/sku-store.js'
 import type { OAuthClientStore } from './oauth/client-store.js'
+import type { OAuthAccessTokens } from './oauth/access-tokens.js'
 import type { JobNode } from './jobs/index.js'
 import type { QueueNode } from './queue/index.js'
 import type { HostBindings } from './auth/host-binding.js'
@@ -71,6 +72,8 @@ export interface Services {
   readonly skus: SkuStore
   /** OAuth clients: those organizations manage and those that registered themselves. */
   readonly oauthClients: OAuthClientStore
+  /** OAuth access tokens (RFC 9068): issued by the token endpoint, accepted on every route with a scope. */
+  readonly oauthTokens: OAuthAccessTokens
   /** Dynamic client registrations per address (public route). */
   readonly oauthRegistrations: FailureLimiter
   /** Which host each paired bridge key speaks for. */

@@ -10,6 +10,7 @@ import type { Queryable } from '../storage/database.js'
 import { membershipsOf, type Membership } from './accounts.js'
 import type { ApiKeyCache } from './api-keys.js'
 import type { Sessions } from './sessions.js'
+import { tokenUse, type OAuthAccessTokens } from '../oauth/access-tokens.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -23,7 +24,33 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   return match[1]
 }
 
-export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, now: () => number = Date.now) {
+export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, oauthTokens: OAuthAccessTokens, now: () => number = Date.now) {
+  /**
+   * An OAuth access token follows the API key rules (the route's scope, its own organization, never
+   * the routes for people) and the person's: they must still be a member, and an admin route needs
+   * them to be an admin. A disabled or deleted client's tokens stop working.
+   */
+  async function withOAuthToken(auth: RouteAuth, token: string, requested: string | undefined): Promise<Principal> {
+    if (auth.kind !== 'organization' || auth.scope === null) {
+      throw new ServiceError('session_required', 'this route is for signed-in people only; OAuth access tokens cannot use it')
+    }
+    const claims = await oauthTokens.verify(token, oauthTokens.apiAudience)
+    if (requested !== undefined && requested.toLowerCase() !== claims.organizationId) {
+      throw new ServiceError('organization_not_found', 'the access token is for another organization')
+    }
+    const accepted = typeof auth.scope === 'string' ? [auth.scope] : auth.scope
+    if (!accepted.some((s) => claims.scopes.has(s))) {
+      throw new ServiceError('insufficient_scope', `this route needs the scope ${accepted.join(' or ')}`)
+    }
+    const [standing] = await sql<{ role: 'admin' | 'member'; client_enabled: boolean | null }[]>`
+      select m.role, (select c.is_enabled from oauth_clients c where c.client_id = ${claims.clientId}) as client_enabled
+      from memberships m where m.user_id = ${claims.userId} and m.organization_id = ${claims.organizationId}`
+    if (standing === undefined) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
+    if (standing.client_enabled !== true) throw new ServiceError('unauthorized', "the access token's OAuth client is disabled or deleted")
+    if (auth.admin === true && standing.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
+    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes: claims.scopes }
+  }
+
   async function withApiKey(auth: RouteAuth, presented: string, requested: string | undefined): Promise<Principal> {
     if (auth.kind !== 'organization' || auth.scope === null) {
       // Checked before the key, so the answer does not depend on whether the key is valid.
@@ -63,6 +90,7 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
       if (apiKey !== undefined) return withApiKey(auth, apiKey, requested)
       throw new ServiceError('unauthorized', 'send Authorization: Bearer <access token> (sign in at POST /v1/auth/login) or x-api-key')
     }
+    if (tokenUse(token) === 'oauth') return withOAuthToken(auth, token, requested)
     const { userId } = await sessions.verifyAccessToken(token)
     if (auth.kind === 'user') return { kind: 'user', userId }
 

@@ -4,7 +4,7 @@ import type { Scope } from '../../protocol/scopes.js'
 import type { Principal } from '../http/route.js'
 
 export function organizationOf(principal: Principal): string {
-  if (principal.kind !== 'member' && principal.kind !== 'api_key') throw new TypeError('organization route without an organization principal')
+  if (principal.kind !== 'member' && principal.kind !== 'api_key' && principal.kind !== 'oauth') throw new TypeError('organization route without an organization principal')
   return principal.organizationId
 }
 
@@ -25,16 +25,18 @@ export function userOf(principal: Principal): string {
 
 /** The person behind the request, or null when an API key is calling (e.g. for created_by). */
 export function userIdOrNull(principal: Principal): string | null {
-  return principal.kind === 'member' || principal.kind === 'user' ? principal.userId : null
+  return principal.kind === 'member' || principal.kind === 'user' || principal.kind === 'oauth' ? principal.userId : null
 }
 
 /**
  * Whether the caller may do what `scope` names, beyond what the route itself
  * checked: an organization admin may do everything in it; an API key what its
- * scopes say; a member who is not admin, nothing more.
+ * scopes say; an OAuth token what its scopes say when its person is an admin;
+ * a member who is not admin, nothing more.
  */
 export function holdsScope(principal: Principal, scope: Scope): boolean {
   if (principal.kind === 'member') return principal.role === 'admin'
   if (principal.kind === 'api_key') return principal.scopes.has(scope)
+  if (principal.kind === 'oauth') return principal.role === 'admin' && principal.scopes.has(scope)
   return false
 }

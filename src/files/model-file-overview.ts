@@ -19,6 +19,7 @@ import { fileNotFound, fileRecordOf, type FileRow } from './file-records.js'
 function may(principal: Principal, scope: string | null, admin = false): boolean {
   if (principal.kind === 'member') return !admin || principal.role === 'admin'
   if (principal.kind === 'api_key') return scope !== null && principal.scopes.has(scope)
+  if (principal.kind === 'oauth') return scope !== null && principal.scopes.has(scope) && (!admin || principal.role === 'admin')
   return false
 }
 

@@ -211,7 +211,8 @@ export function createdByOf(userId: string | null, keyId: string | null): string
 
 /** Who created what a request creates (a person or an API key), as jobs and batches record it. */
 export function creatorOf(principal: Principal): string | null {
-  return principal.kind === 'member' ? createdByOf(principal.userId, null) : principal.kind === 'api_key' ? createdByOf(null, principal.keyId) : null
+  if (principal.kind === 'member' || principal.kind === 'oauth') return createdByOf(principal.userId, null)
+  return principal.kind === 'api_key' ? createdByOf(null, principal.keyId) : null
 }
 
 /** The Idempotency-Key header of a create (1-200 characters), if sent. */

@@ -6,6 +6,7 @@
 import type { Clock } from '../../actors/clock.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Sessions } from '../auth/sessions.js'
+import { decodeJwt } from 'jose'
 import { bearerToken, type Authenticate } from '../auth/authenticate.js'
 import { currentApiKeyScopes } from '../auth/api-keys.js'
 import type { TemplatedApp } from '../http/uws.js'
@@ -75,7 +76,8 @@ export function createLiveFeed(options: {
       const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)
       const token = bearerToken(headers)
       // A session token's expiry ends the connection too (4001); the page refreshes and resumes.
-      const expiresAt = token === undefined ? null : (await options.sessions.verifyAccessToken(token)).expiresAt
+      // An OAuth token was verified just now by authenticate; its expiry is read from it.
+      const expiresAt = token === undefined ? null : principal.kind === 'oauth' ? (decodeJwt(token).exp ?? null) : (await options.sessions.verifyAccessToken(token)).expiresAt
       return { principal, expiresAt }
     },
   })

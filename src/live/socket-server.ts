@@ -163,7 +163,7 @@ export class LiveServer {
           .authenticate(headers, query)
           .then(({ principal, expiresAt }) => {
             if (aborted) return
-            if (principal.kind !== 'member' && principal.kind !== 'api_key') throw new ServiceError('unauthorized', 'the live feed needs an organization credential')
+            if (principal.kind !== 'member' && principal.kind !== 'api_key' && principal.kind !== 'oauth') throw new ServiceError('unauthorized', 'the live feed needs an organization credential')
             const data: SocketData = {
               organizationId: principal.organizationId,
               principal,
@@ -267,11 +267,11 @@ export class LiveServer {
     for (const topic of frame.topics) {
       if (data.closed) return
       const principal = data.principal
-      if (principal.kind === 'api_key' && !principal.scopes.has(topicScope(topic))) {
+      if ((principal.kind === 'api_key' || principal.kind === 'oauth') && !principal.scopes.has(topicScope(topic))) {
         this.#error(socket, 'insufficient_scope', `topic ${topic} needs the scope ${topicScope(topic)}`, topic)
         continue
       }
-      if (principal.kind === 'member' && principal.role !== 'admin' && adminTopic(topic)) {
+      if ((principal.kind === 'member' || principal.kind === 'oauth') && principal.role !== 'admin' && adminTopic(topic)) {
         this.#error(socket, 'ORG_ADMIN_REQUIRED', `topic ${topic} is for admins of the organization (or an API key with ${topicScope(topic)})`, topic)
         continue
       }

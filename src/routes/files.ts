@@ -181,7 +181,7 @@ async function fileForContent(req: RouteRequest<{ params: typeof FileParams; que
     const organizationId = organizationOf(req.principal)
     // Task parameters, when given, must match the live claim whoever reads; without them files:read is needed.
     const taskBound = await svc.jobs.dispatcher.checkTaskRead(organizationId, req.params.fileId, req.query)
-    if (!taskBound && req.principal.kind === 'api_key' && !req.principal.scopes.has('files:read')) {
+    if (!taskBound && (req.principal.kind === 'api_key' || req.principal.kind === 'oauth') && !req.principal.scopes.has('files:read')) {
       throw new ServiceError('insufficient_scope', "reading a file needs files:read, or a printer task's claim (print_job_id, printer_task_id, claim_generation, printer_task_access_token)")
     }
     return svc.files.records.active(organizationId, req.params.fileId)

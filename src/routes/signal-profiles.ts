@@ -27,7 +27,7 @@ import { invalidRequestCode, mutate, read } from './group-l-access.js'
 const tags = ['signal profiles']
 
 /** Who published a revision: the person, or the API key acting for the organization. */
-const publisherOf = (p: Principal): string => (p.kind === 'member' ? p.userId : p.kind === 'api_key' ? `api_key:${p.keyId}` : 'unknown')
+const publisherOf = (p: Principal): string => (p.kind === 'member' || p.kind === 'oauth' ? p.userId : p.kind === 'api_key' ? `api_key:${p.keyId}` : 'unknown')
 
 export const listProfilesRoute = defineRoute({
   method: 'GET',

@@ -44,6 +44,7 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     loginFailuresPerAddress: 100,
     authCodesPerAddress: 200,
     oauthRegistrationsPerAddress: 30,
+    oauthAccessTtlSeconds: 3600,
     authCodeFailuresPerSource: 30,
     secretKey: undefined,
     presenceTimeoutMs: 90_000,
