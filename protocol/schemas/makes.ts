@@ -240,7 +240,9 @@ export const ModelFileOverviewSchema = Type.Object(
       ),
       { description: "The file's project filaments with their labels." },
     ),
-    skus: Type.Array(Type.Object({ id: Uuid, sku: Type.String(), name: Type.String() }, strict), { description: 'SKUs with a make of this file.' }),
+    skus: Type.Array(Type.Object({ id: Uuid, sku: Type.String(), name: Type.String() }, strict), {
+      description: 'SKUs with a make of this file (empty for an API key or OAuth token without makes:read).',
+    }),
     capabilities: Type.Object(
       { can_print: Type.Boolean(), can_edit_labels: Type.Boolean(), can_reprocess: Type.Boolean(), can_delete: Type.Boolean(), can_restore: Type.Boolean() },
       { ...strict, description: 'What the caller may do with the file now (a deleted file: only restore, unless purged).' },

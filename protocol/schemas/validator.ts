@@ -32,6 +32,9 @@ function makeAjv(): Ajv {
     keywords: ['x-error-codes'],
   })
   addFormats(ajv)
+  // ajv-formats' uuid also takes a `urn:uuid:` prefix, which PostgreSQL's uuid type does not: a
+  // path or body id in that form would pass validation and fail in the store. The plain form only.
+  ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i)
   return ajv
 }
 

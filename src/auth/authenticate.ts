@@ -38,17 +38,15 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     if (requested !== undefined && requested.toLowerCase() !== claims.organizationId) {
       throw new ServiceError('organization_not_found', 'the access token is for another organization')
     }
+    const standing = await oauthStanding(sql, claims)
+    // The client's scopes today bound what its older tokens may still do.
+    const scopes = new Set([...claims.scopes].filter((s) => standing.clientScopes.includes(s)))
     const accepted = typeof auth.scope === 'string' ? [auth.scope] : auth.scope
-    if (!accepted.some((s) => claims.scopes.has(s))) {
+    if (!accepted.some((s) => scopes.has(s))) {
       throw new ServiceError('insufficient_scope', `this route needs the scope ${accepted.join(' or ')}`)
     }
-    const [standing] = await sql<{ role: 'admin' | 'member'; client_enabled: boolean | null }[]>`
-      select m.role, (select c.is_enabled from oauth_clients c where c.client_id = ${claims.clientId}) as client_enabled
-      from memberships m where m.user_id = ${claims.userId} and m.organization_id = ${claims.organizationId}`
-    if (standing === undefined) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
-    if (standing.client_enabled !== true) throw new ServiceError('unauthorized', "the access token's OAuth client is disabled or deleted")
     if (auth.admin === true && standing.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
-    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes: claims.scopes }
+    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes }
   }
 
   async function withApiKey(auth: RouteAuth, presented: string, requested: string | undefined): Promise<Principal> {
@@ -100,6 +98,22 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     }
     return { kind: 'member', userId, organizationId: chosen.organizationId, role: chosen.role }
   }
+}
+
+/**
+ * Whether an OAuth token still stands: its person a member of its organization (with which role), its
+ * client enabled, an organization's client used only for that organization. Read on every request
+ * and by the live feed's sweep, so a change takes effect at once.
+ */
+export async function oauthStanding(sql: Queryable, claims: { userId: string; clientId: string; organizationId: string }): Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }> {
+  const [row] = await sql<{ role: 'admin' | 'member' | null; is_enabled: boolean; scopes: string[]; organization_id: string | null }[]>`
+    select (select m.role from memberships m where m.user_id = ${claims.userId} and m.organization_id = ${claims.organizationId}) as role,
+           c.is_enabled, c.scopes, c.organization_id
+    from oauth_clients c where c.client_id = ${claims.clientId}`
+  if (row === undefined || !row.is_enabled) throw new ServiceError('unauthorized', "the access token's OAuth client is disabled or deleted")
+  if (row.organization_id !== null && row.organization_id !== claims.organizationId) throw new ServiceError('unauthorized', "the access token's OAuth client belongs to another organization")
+  if (row.role === null) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
+  return { role: row.role, clientScopes: row.scopes }
 }
 
 /**

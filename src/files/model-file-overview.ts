@@ -53,7 +53,8 @@ export async function modelFileOverview(sql: Sql, organizationId: string, fileId
     file: record,
     counts: { printing: Number(counts!.printing), queued: Number(counts!.queued), batches: Number(counts!.batches), makes: Number(counts!.makes) },
     filaments,
-    skus: skus.map((s) => ({ id: s.id, sku: s.sku, name: s.name })),
+    // SKUs are what makes:read opens: a key or token without it sees none.
+    skus: principal.kind === 'member' || may(principal, 'makes:read') ? skus.map((s) => ({ id: s.id, sku: s.sku, name: s.name })) : [],
     capabilities: {
       can_print: active && may(principal, 'print-jobs:write', true),
       can_edit_labels: active && may(principal, 'files:write'),

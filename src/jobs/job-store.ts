@@ -51,9 +51,9 @@ export class JobStore {
       let makeMaterials: MakeMaterial[] | undefined
       if (body.make_id !== undefined) {
         const [make] = await tx<{ model_file_id: string; materials: { filament_index: number; material_id: string }[] }[]>`
-          select model_file_id, materials from makes where id = ${body.make_id} and organization_id = ${organizationId}`
+          select model_file_id, materials from makes where id = ${body.make_id} and organization_id = ${organizationId} for key share`
         if (make === undefined) throw new ServiceError('make_not_found', 'no such make in this organization')
-        if (make.model_file_id !== body.model_file_id) throw new ServiceError('validation_failed', 'body.make_id belongs to another file than body.model_file_id')
+        if (make.model_file_id !== body.model_file_id.toLowerCase()) throw new ServiceError('validation_failed', 'body.make_id belongs to another file than body.model_file_id')
         makeMaterials = await makeMaterialsIn(tx, organizationId, make.materials)
       }
       const { plate, required } = requiredMaterialsOf(file, body.plate, makeMaterials)

@@ -7,7 +7,7 @@ import type { Clock } from '../../actors/clock.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import type { Sessions } from '../auth/sessions.js'
 import { decodeJwt } from 'jose'
-import { bearerToken, type Authenticate } from '../auth/authenticate.js'
+import { bearerToken, oauthStanding, type Authenticate } from '../auth/authenticate.js'
 import { currentApiKeyScopes } from '../auth/api-keys.js'
 import type { TemplatedApp } from '../http/uws.js'
 import type { Principal } from '../http/route.js'
@@ -71,6 +71,7 @@ export function createLiveFeed(options: {
     metrics: options.metrics,
     clock: options.clock,
     currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids),
+    oauthStanding: (claims) => oauthStanding(options.db.sql, claims),
     ...(options.checkHost === undefined ? {} : { checkHost: options.checkHost }),
     authenticate: async (headers, query) => {
       const principal = await options.authenticate({ kind: 'organization', scope: 'printers:read' }, headers, query)

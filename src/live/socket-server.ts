@@ -67,6 +67,8 @@ export interface LiveServerOptions {
   clock: Clock
   /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
   currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
+  /** Whether an OAuth token's person, role and client still stand (throws when not); checked like API keys. */
+  oauthStanding?: (claims: { userId: string; clientId: string; organizationId: string }) => Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }>
   keyCheckMs?: number
   /** A paired bridge key speaks for one host (src/auth/host-binding.ts): rejects with a coded error for another host's topic. */
   checkHost?: (principal: Principal, hostId: string) => Promise<void>
@@ -86,13 +88,14 @@ const topicScope = (topic: string): string =>
 const adminTopic = (topic: string): boolean => topic.startsWith('host:')
 
 export class LiveServer {
-  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'clock' | 'currentKeys' | 'checkHost'>> & LiveServerOptions
+  readonly #o: Required<Omit<LiveServerOptions, 'hub' | 'snapshots' | 'authenticate' | 'logger' | 'metrics' | 'clock' | 'currentKeys' | 'oauthStanding' | 'checkHost'>> & LiveServerOptions
   readonly #sockets = new Set<Socket>()
   /** The lagging ones (a subset): changes are noted for these only. */
   readonly #lagging = new Set<Socket>()
   #sweep: unknown
   #keySweep: unknown
   #checkingKeys = false
+  #checkingOAuth = false
   readonly #counts
 
   constructor(options: LiveServerOptions) {
@@ -199,7 +202,10 @@ export class LiveServer {
       },
     })
     this.#sweep = this.#o.clock.setInterval(() => this.#check(), this.#o.checkMs)
-    this.#keySweep = this.#o.clock.setInterval(() => void this.#checkKeys(), this.#o.keyCheckMs)
+    this.#keySweep = this.#o.clock.setInterval(() => {
+      void this.#checkKeys()
+      void this.#checkOAuth()
+    }, this.#o.keyCheckMs)
   }
 
   /** Shutdown: every socket is told to go elsewhere (1001). */
@@ -429,6 +435,63 @@ export class LiveServer {
         this.#leave(socket, topic)
         this.#error(socket, 'insufficient_scope', `the API key no longer has the scope ${topicScope(topic)}; left topic ${topic}`, topic)
       }
+    }
+  }
+
+  /**
+   * An OAuth token's standing is checked again while its sockets are open, as API keys are: a client
+   * disabled, deleted or narrowed, or a person removed or no longer admin, reaches every socket opened
+   * with such a token within keyCheckMs.
+   */
+  async #checkOAuth(): Promise<void> {
+    const standing = this.#o.oauthStanding
+    if (standing === undefined || this.#checkingOAuth) return
+    const open = [...this.#sockets].filter((socket) => {
+      const data = socket.getUserData()
+      return !data.closed && data.principal.kind === 'oauth'
+    })
+    if (open.length === 0) return
+    this.#checkingOAuth = true
+    try {
+      const answers = new Map<string, Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] } | undefined>>()
+      for (const socket of open) {
+        const data = socket.getUserData()
+        const principal = data.principal
+        if (data.closed || principal.kind !== 'oauth') continue
+        const key = `${principal.userId} ${principal.clientId} ${principal.organizationId}`
+        if (!answers.has(key)) {
+          answers.set(
+            key,
+            standing(principal).catch((error: unknown) => {
+              if (error instanceof ServiceError) return undefined
+              throw error
+            }),
+          )
+        }
+        let now: { role: 'admin' | 'member'; clientScopes: readonly string[] } | undefined
+        try {
+          now = await answers.get(key)
+        } catch (error) {
+          // The sockets stay open on a failed check (the store is away); the next round checks again.
+          this.#o.logger.warn('live: checking the OAuth tokens of open sockets failed', { error })
+          return
+        }
+        if (data.closed) continue
+        const scopes = now === undefined ? new Set<string>() : new Set([...principal.scopes].filter((s) => now.clientScopes.includes(s)))
+        if (now === undefined || !scopes.has('printers:read')) {
+          this.#counts.keyRevoked.inc()
+          socket.end(liveCloseCodes.credentialExpired, "the OAuth token's client or person no longer stands, or it lost printers:read")
+          continue
+        }
+        data.principal = { ...principal, role: now.role, scopes }
+        for (const topic of [...data.topics]) {
+          if (scopes.has(topicScope(topic)) && (now.role === 'admin' || !adminTopic(topic))) continue
+          this.#leave(socket, topic)
+          this.#error(socket, 'insufficient_scope', `the OAuth token no longer opens topic ${topic}; left it`, topic)
+        }
+      }
+    } finally {
+      this.#checkingOAuth = false
     }
   }
 

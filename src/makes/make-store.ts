@@ -5,7 +5,11 @@
  * load, the spools say what is loaded, and the queue compares the two.
  *
  * Rows are locked file first, then the make, then materials and the SKU, so
- * two saves of one file queue behind each other instead of deadlocking.
+ * two saves of one file queue behind each other instead of deadlocking. File
+ * and make are locked FOR NO KEY UPDATE: an order inserting jobs that refer
+ * to them (a KEY SHARE lock) is never blocked by a save, so a save waiting for
+ * the SKU an order holds cannot close a cycle; SKU changes take the makes
+ * FOR KEY SHARE for the same reason.
  */
 import { randomUUID } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
@@ -66,7 +70,7 @@ export class MakeStore {
     }
     return this.#sql.begin(async (tx) => {
       const [file] = await tx<{ project_filaments: unknown[]; deleted_at: Date | null }[]>`
-        select project_filaments, deleted_at from files where id = ${fileId} and organization_id = ${organizationId} for update`
+        select project_filaments, deleted_at from files where id = ${fileId} and organization_id = ${organizationId} for no key update`
       if (file === undefined) throw new ServiceError('file_not_found', 'no such model file in this organization')
       if (file.deleted_at !== null) throw new ServiceError('file_deleted', 'the file is deleted; restore it (POST /v1/files/{fileId}/restore) before saving a make of it')
       const filaments = Array.isArray(file.project_filaments) ? file.project_filaments.length : 0
@@ -84,6 +88,7 @@ export class MakeStore {
       }
       let row: MakeRow
       let created: boolean
+      let previousSku: string | null = null
       if (body.make_id === undefined) {
         const [inserted] = await tx<MakeRow[]>`
           insert into makes (id, organization_id, model_file_id, name, materials, sku_id, quantity_to_print, is_default, revision, created_at, updated_at)
@@ -93,14 +98,15 @@ export class MakeStore {
         row = inserted!
         created = true
       } else {
-        const [current] = await tx<MakeRow[]>`select * from makes where id = ${body.make_id} and organization_id = ${organizationId} for update`
+        const [current] = await tx<MakeRow[]>`select * from makes where id = ${body.make_id} and organization_id = ${organizationId} for no key update`
         if (current === undefined) throw makeNotFound()
-        if (current.model_file_id !== fileId) throw new ServiceError('make_not_found', `make ${body.make_id} is a make of another file (${current.model_file_id}); save it under that file`)
+        if (current.model_file_id !== fileId.toLowerCase()) throw new ServiceError('make_not_found', `make ${body.make_id} is a make of another file (${current.model_file_id}); save it under that file`)
         if (current.revision !== body.expected_revision) {
           throw new ServiceError('make_revision_conflict', `the make is at revision ${current.revision}, not ${body.expected_revision}: read it again and apply your change to that revision`, {
             extra: { revision: current.revision },
           })
         }
+        previousSku = current.sku_id
         const [updated] = await tx<MakeRow[]>`
           update makes set name = ${body.name}, materials = ${tx.json(materials)},
             sku_id = ${body.sku_id ?? null}, quantity_to_print = ${body.quantity_to_print ?? 1}, is_default = ${body.is_default ?? false},
@@ -109,7 +115,8 @@ export class MakeStore {
         row = updated!
         created = false
       }
-      if (row.sku_id !== null) await joinSku(tx, organizationId, row.sku_id, row.id)
+      // Joining is what changing the make's SKU does: re-saving a make whose SKU later dropped it does not put it back.
+      if (row.sku_id !== null && (created || row.sku_id !== previousSku)) await joinSku(tx, organizationId, row.sku_id, row.id)
       return { make: makeOf(row), created }
     })
   }
@@ -135,14 +142,17 @@ export class MakeStore {
     return { makes: rows.map(makeOf), total: Number(count!.total), limit, offset }
   }
 
-  /** Refused while a SKU is made of it or a job that has not ended prints it (409 make_in_use, naming them). */
+  /**
+   * Refused while a SKU is made of it or a job that has not ended prints it (409 make_in_use, naming
+   * them); a job awaiting verification counts, since a failed verdict may requeue it with its make.
+   */
   async delete(organizationId: string, id: string): Promise<void> {
     await this.#sql.begin(async (tx) => {
       const [row] = await tx<{ id: string }[]>`select id from makes where id = ${id} and organization_id = ${organizationId} for update`
       if (row === undefined) throw makeNotFound()
       const skus = await tx<{ sku: string }[]>`select s.sku from sku_makes sm join skus s on s.id = sm.sku_id where sm.make_id = ${id} order by s.sku limit 11`
       const [jobs] = await tx<{ count: string }[]>`
-        select count(*) as count from print_jobs where make_id = ${id} and status in ('queued', 'dispatching', 'printing', 'paused')`
+        select count(*) as count from print_jobs where make_id = ${id} and status in ('queued', 'dispatching', 'printing', 'paused', 'awaiting_verification')`
       const active = Number(jobs!.count)
       if (skus.length > 0 || active > 0) {
         const users = [
@@ -161,9 +171,10 @@ export class MakeStore {
 /** Every material must be the organization's; they are locked so a concurrent delete waits for this save (and then sees the make). */
 async function assertMaterials(tx: TransactionSql, organizationId: string, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return
-  const found = await tx<{ id: string }[]>`select id from materials where organization_id = ${organizationId} and id = any(${[...new Set(ids)]}::uuid[]) for share`
+  const wanted = [...new Set(ids.map((id) => id.toLowerCase()))]
+  const found = await tx<{ id: string }[]>`select id from materials where organization_id = ${organizationId} and id = any(${wanted}::uuid[]) for share`
   const known = new Set(found.map((m) => m.id))
-  const unknown = [...new Set(ids)].filter((id) => !known.has(id))
+  const unknown = wanted.filter((id) => !known.has(id))
   if (unknown.length > 0) throw new ServiceError('material_not_found', `body.materials: no material ${unknown.join(', ')} in this organization (GET /v1/materials lists them)`)
 }
 

@@ -66,7 +66,8 @@ export class SkuStore {
       if (row === undefined) throw new ServiceError('sku_exists', `the organization has a SKU ${JSON.stringify(body.sku)} already; choose another code or change that one (PATCH /v1/skus/{sku})`)
       await writeComposition(tx, id, body.makes)
       // A make made for no SKU yet becomes this one's.
-      await tx`update makes set sku_id = ${id} where id = any(${body.makes.map((m) => m.make_id)}::uuid[]) and sku_id is null`
+      // The revision moves with it: an editor holding the make's old revision must not save the pointer away unseen.
+      await tx`update makes set sku_id = ${id}, revision = revision + 1, updated_at = now() where id = any(${body.makes.map((m) => m.make_id)}::uuid[]) and sku_id is null`
       return skuOf(row, body.makes)
     })
   }
@@ -207,9 +208,12 @@ function assertEachOnce(makes: readonly { make_id: string }[]): void {
   }
 }
 
-/** The makes must be the organization's; locked so none is deleted while the SKU takes it. */
+/**
+ * The makes must be the organization's; locked FOR KEY SHARE so none is deleted while the SKU takes
+ * it, without blocking (or being blocked by) a make save, which locks FOR NO KEY UPDATE.
+ */
 async function lockMakes(tx: TransactionSql, organizationId: string, ids: readonly string[]): Promise<void> {
-  const found = await tx<{ id: string }[]>`select id from makes where organization_id = ${organizationId} and id = any(${ids}::uuid[]) for share`
+  const found = await tx<{ id: string }[]>`select id from makes where organization_id = ${organizationId} and id = any(${ids}::uuid[]) for key share`
   const known = new Set(found.map((m) => m.id))
   const unknown = ids.filter((id) => !known.has(id.toLowerCase()))
   if (unknown.length > 0) throw new ServiceError('make_not_found', `body.makes: no make ${unknown.join(', ')} in this organization (GET /v1/makes lists them)`)

@@ -33,6 +33,16 @@ const sha256 = (text: string): Buffer => createHash('sha256').update(text).diges
 const newClientId = (): string => `pfc_${randomBytes(16).toString('base64url')}`
 const newSecret = (): string => `pfcs_${randomBytes(32).toString('base64url')}`
 
+/** Pages and logos a consent screen may link or show: https only, no credentials. */
+function isPlainHttpsUrl(value: string): boolean {
+  try {
+    const url = new URL(value)
+    return url.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === ''
+  } catch {
+    return false
+  }
+}
+
 /** The registered scope string as client scopes; absent means all of them, an unknown value is refused. */
 function scopesOf(scope: string | undefined): string[] {
   if (scope === undefined || scope.trim() === '') return [...clientScopes]
@@ -112,6 +122,10 @@ export class OAuthClientStore {
     for (const [i, uri] of body.redirect_uris.entries()) {
       const problem = redirectUriProblem(uri)
       if (problem !== undefined) throw new ServiceError('invalid_redirect_uri', `redirect_uris[${i}] ${problem}`)
+    }
+    for (const field of ['client_uri', 'logo_uri', 'tos_uri', 'policy_uri', 'jwks_uri'] as const) {
+      const value = body[field]
+      if (value !== undefined && !isPlainHttpsUrl(value)) throw new ServiceError('invalid_client_metadata', `${field} must be an https URL without a user name or password`)
     }
     const method = body.token_endpoint_auth_method ?? 'none'
     const grants = body.grant_types ?? ['authorization_code', 'refresh_token']

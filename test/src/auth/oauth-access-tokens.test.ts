@@ -10,6 +10,7 @@
 import { generateKeyPair, SignJWT } from 'jose'
 import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
+import { connectLive } from '../../helpers/live.js'
 import { startTestService, testAdmin } from '../../helpers/service.js'
 
 const svc = await startTestService(t)
@@ -116,6 +117,33 @@ t.test("standing - a disabled client's tokens and a departed person's tokens sto
   t.ok(removed.status < 300, 'the member is removed', { body: removed.text })
   const gone = await request(url, '/v1/printer-config', { headers: bearer(memberToken) })
   t.equal(gone.status, 401, "a departed person's token is refused")
+})
+
+t.test("client - a client's narrowed scopes bound its older tokens; an organization's client serves only that organization", async (t) => {
+  const narrow = (await request(url, '/v1/oauth-clients', { method: 'POST', headers: admin.auth, body: { organization_id: orgId, name: 'Narrowed', redirect_uris: ['https://n.example/cb'], scopes: ['printers:read', 'inventory:read'] } })).json
+  const token = (await tokens.issue({ userId: adminId, clientId: narrow.client_id, organizationId: orgId, scopes: ['printers:read', 'inventory:read'] })).token
+  t.equal((await request(url, '/v1/materials', { headers: bearer(token) })).status, 200)
+  await request(url, `/v1/oauth-clients/${narrow.id}`, { method: 'PATCH', headers: admin.auth, body: { scopes: ['printers:read'] } })
+  const narrowed = await request(url, '/v1/materials', { headers: bearer(token) })
+  t.equal(narrowed.status, 403, 'the scope the client lost is gone from its tokens')
+  t.equal(narrowed.json.error, 'insufficient_scope')
+  t.equal((await request(url, '/v1/printer-config', { headers: bearer(token) })).status, 200, 'the scope it kept still works')
+  const other = await request(url, '/v1/organizations', { method: 'POST', headers: admin.auth, body: { name: 'Borrowed' } })
+  const borrowed = (await tokens.issue({ userId: adminId, clientId: narrow.client_id, organizationId: other.json.id, scopes: ['printers:read'] })).token
+  const res = await request(url, '/v1/printer-config', { headers: bearer(borrowed) })
+  t.equal(res.status, 401, "a token of one organization's client for another organization is refused")
+  t.match(res.json.message, /another organization/)
+})
+
+t.test('live - an OAuth token opens the feed; disabling its client closes the socket (4001)', async (t) => {
+  const live = (await request(url, '/v1/oauth-clients', { method: 'POST', headers: admin.auth, body: { organization_id: orgId, name: 'Wall', redirect_uris: ['https://w.example/cb'], scopes: ['printers:read'] } })).json
+  const token = (await tokens.issue({ userId: adminId, clientId: live.client_id, organizationId: orgId, scopes: ['printers:read'] })).token
+  const socket = await connectLive(url, { headers: bearer(token) })
+  t.teardown(() => socket.close())
+  socket.send({ op: 'ping' })
+  t.equal((await socket.next((f) => f.op === 'pong')).op, 'pong', 'the feed answers')
+  await request(url, `/v1/oauth-clients/${live.id}`, { method: 'PATCH', headers: admin.auth, body: { is_enabled: false } })
+  t.match(await socket.closedWith(15_000), { code: 4001, reason: /OAuth token/ }, 'the socket is closed')
 })
 
 t.test('sessions - a sign-in session token works as before beside OAuth tokens', async (t) => {

@@ -83,6 +83,34 @@ t.test('atomic - a save refused after the make was written leaves nothing: no ne
   t.equal(next.status, 200, 'the revision read before the refusal still saves')
 })
 
+t.test('ids - a urn:uuid: id is refused as malformed, an upper-case one works like its lower-case form', async (t) => {
+  const org = await openOrg('ids')
+  const make = (await saveMake(org, { name: 'm', materials: [] })).json
+  const urn = await request(svc.url, `/v1/makes/urn:uuid:${make.id}`, { headers: org.admin })
+  t.equal(urn.status, 400, 'urn:uuid: in a path')
+  const urnBody = await saveMake(org, { name: 'm', materials: [], make_id: `urn:uuid:${make.id}`, expected_revision: 1 })
+  t.equal(urnBody.status, 400, 'urn:uuid: in a body')
+  const upper = await saveMake(org, { name: 'M', materials: [], make_id: make.id.toUpperCase(), expected_revision: 1 }, org.fileId.toUpperCase())
+  t.equal(upper.status, 200, 'upper-case ids update the make', { body: upper.text })
+})
+
+t.test('sku pointer - a SKU that takes a make moves its revision, so a form read before cannot save the pointer away', async (t) => {
+  const org = await openOrg('pointer')
+  const make = (await saveMake(org, { name: 'm', materials: [] })).json
+  const sku = await request(svc.url, '/v1/skus', { method: 'POST', headers: org.admin, body: { sku: 'PTR-1', name: 'Ptr', makes: [{ make_id: make.id, quantity: 1 }] } })
+  t.equal(sku.status, 201)
+  const now = (await request(svc.url, `/v1/makes/${make.id}`, { headers: org.admin })).json
+  t.match(now, { sku_id: sku.json.id, revision: 2 }, 'the make points at the SKU, at the next revision')
+  const stale = await saveMake(org, { make_id: make.id, expected_revision: 1, name: 'm', materials: [] })
+  t.equal(stale.status, 409, 'the form read before the SKU took it is stale')
+  // Dropped from the SKU, a re-save that still names it does not put it back.
+  await request(svc.url, '/v1/skus/PTR-1', { method: 'PATCH', headers: org.admin, body: { makes: [{ make_id: (await saveMake(org, { name: 'other', materials: [] })).json.id, quantity: 1 }] } })
+  const resaved = await saveMake(org, { make_id: make.id, expected_revision: 2, name: 'm2', materials: [], sku_id: sku.json.id })
+  t.equal(resaved.status, 200)
+  const composition = (await request(svc.url, '/v1/skus/PTR-1', { headers: org.admin })).json.makes.map((m: any) => m.make_id)
+  t.notOk(composition.includes(make.id), 'the SKU stays as its admin left it')
+})
+
 t.test('default - one default per file: a new default takes over from the old one', async (t) => {
   const org = await openOrg('default')
   const a = (await saveMake(org, { name: 'A', materials: [], is_default: true })).json

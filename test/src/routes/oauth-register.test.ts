@@ -111,6 +111,10 @@ t.test('limits - every SPEC bound at its edge, with the RFC 7591 error', async (
     ['response type token', { response_types: ['token'] }, 'invalid_client_metadata'],
     ['only refresh_token with response type code', { grant_types: ['refresh_token'] }, 'invalid_client_metadata'],
     ['token_endpoint_auth_method client_secret_basic', { token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
+    ['a javascript: client_uri', { client_uri: 'javascript:alert(1)' }, 'invalid_client_metadata'],
+    ['an http logo_uri', { logo_uri: 'http://a.example/logo.png' }, 'invalid_client_metadata'],
+    ['a jwks_uri on a link-local address over http', { jwks_uri: 'http://169.254.169.254/latest' }, 'invalid_client_metadata'],
+    ['a tos_uri with credentials', { tos_uri: 'https://u:p@a.example/tos' }, 'invalid_client_metadata'],
     ['an unknown field', { backchannel_logout_uri: 'https://a.example/logout' }, 'invalid_client_metadata'],
   ] as const) {
     await refused(t, { ...base, ...change }, error, what)
