@@ -16,10 +16,10 @@
  *   paths), unique per organization, compared as sent (case-sensitive). Name
  *   1-200, description at most 2,000; 1-50 makes, each once, quantity 1-1000.
  * - An order is 1-1000 units and at most 10,000 jobs in all (400 above).
- * - Saving a make with `sku_id` adds it to that SKU (quantity 1) unless the SKU
- *   already has it; a SKU created with makes that belong to no SKU yet becomes
- *   theirs. A make's `sku_id` is the SKU it was made for; a make may serve
- *   several SKUs.
+ * - Saving a make with a new or changed `sku_id` adds it to that SKU
+ *   (quantity 1) unless the SKU already has it; a SKU created with makes that
+ *   belong to no SKU yet becomes theirs (their revision moves). A make's
+ *   `sku_id` is the SKU it was made for; a make may serve several SKUs.
  * - Batch progress counts the batch's jobs: `printed` succeeded, `failed` and
  *   `cancelled` ended without a part, `remaining` not ended yet (queued to
  *   awaiting verification), `missing` = ordered − printed − remaining (parts
@@ -52,7 +52,7 @@ export const SaveMakeBody = Type.Object(
     materials: Type.Array(MakeMaterialSchema, { maxItems: 64, description: 'The material for each project filament that should not print as sliced; each filament_index once.' }),
     make_id: Type.Optional(Type.String({ format: 'uuid', description: 'Update this make (send expected_revision with it); without it a make is created.' })),
     expected_revision: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647, description: 'The revision the update is based on; another one answers 409 make_revision_conflict.' })),
-    sku_id: Type.Optional(Nullable(Uuid, { description: 'The SKU this make is for; the SKU gets it (quantity 1) unless it has it already.' })),
+    sku_id: Type.Optional(Nullable(Uuid, { description: 'The SKU this make is for; when new or changed, that SKU gets the make (quantity 1) unless it has it already.' })),
     quantity_to_print: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 1, description: 'Prints one unit of the make takes.' })),
     is_default: Type.Optional(Type.Boolean({ default: false, description: "The file's default make (the file's other default stops being one)." })),
     organizationId: OrganizationField,

@@ -21,7 +21,7 @@ export const saveMakeRoute = defineRoute({
     'Without `make_id` a make is created (revision 1, answer 201). With `make_id`, `expected_revision` must be the revision you read: the make is ' +
     'replaced by what you send (fields left out take their defaults, as in a create) and takes the next revision (200); someone else\'s save in between answers 409 make_revision_conflict and changes nothing. ' +
     "`filament_index` is the 0-based index into the file's project_filaments; filaments not named print with what the slicer recorded. " +
-    "`is_default: true` makes it the file's default (the old default stops being one). `sku_id` adds the make to that SKU (quantity 1) unless it has it. " +
+    "`is_default: true` makes it the file's default (the old default stops being one). A new or changed `sku_id` adds the make to that SKU (quantity 1) unless it has it. " +
     'Every check runs in the transaction that writes: a refusal at any step leaves nothing changed. The inventory is never read or changed here.',
   tags: ['makes'],
   auth: { kind: 'organization', scope: 'makes:write', admin: true },
@@ -65,7 +65,7 @@ export const deleteMakeRoute = defineRoute({
   path: '/v1/makes/{makeId}',
   operationId: 'deleteMake',
   summary: 'Delete a make no SKU is made of and no unfinished job prints.',
-  description: 'A SKU made of it or a job of it that has not ended (queued to paused) answers 409 make_in_use naming them. Ended jobs keep their record (make_id becomes null).',
+  description: 'A SKU made of it or a job of it that has not ended (queued to awaiting verification) answers 409 make_in_use naming them. Ended jobs keep their record (make_id becomes null).',
   tags: ['makes'],
   auth: { kind: 'organization', scope: 'makes:write', admin: true },
   schemas: { params: MakeParams },
