@@ -5,7 +5,7 @@
  * with the same plan the queue's passes make, so what it says is what the
  * next pass does.
  */
-import type { Sql } from 'postgres'
+import type { Sql, TransactionSql } from 'postgres'
 import { planQueue, reasonCounts, summaryOf, type JobMatch, type Reason } from '../../protocol/queue-match.js'
 import type { PrintJob, QueueExplanation } from '../../protocol/schemas/print-jobs.js'
 import type { QueueEntry, QueueList } from '../../protocol/schemas/queue.js'
@@ -34,7 +34,16 @@ interface DispatchingRow {
  * Every waiting job's place (dispatching ones first, then the queued ones in queue order), with
  * reasons for the jobs of `explain`: ids, or a page of the places. A page bounds the plan too.
  */
-async function placeAll(sql: Sql, organizationId: string, settings: ViewSettings, now: number, explain: ReadonlySet<number> | { offset: number; limit: number }) {
+/**
+ * One consistent read: a queue pass may commit between two statements, and a view that read the
+ * queued jobs before it and the stagger or the job rows after would show a job both waiting for the
+ * stagger and already dispatched. REPEATABLE READ gives every statement the same snapshot.
+ */
+async function snapshot<T>(sql: Sql, read: (tx: TransactionSql) => Promise<T>): Promise<T> {
+  return (await sql.begin('isolation level repeatable read read only', read)) as T
+}
+
+async function placeAll(sql: Sql | TransactionSql, organizationId: string, settings: ViewSettings, now: number, explain: ReadonlySet<number> | { offset: number; limit: number }) {
   const [dispatching, queued, printers, stagger] = await Promise.all([
     sql<DispatchingRow[]>`
       select j.id, j.printer_id, t.state as task_state, t.ams_mapping
@@ -79,9 +88,11 @@ function explanationOf(p: Placed, index: number, printerCount: number, withReaso
 }
 
 export async function queueList(sql: Sql, organizationId: string, settings: ViewSettings, now: number, page: { limit: number; offset: number; reasonsLimit: number }): Promise<QueueList> {
-  const { placed, printers, stagger, queuedTotal, dispatchingTotal } = await placeAll(sql, organizationId, settings, now, page)
-  const onPage = placed.slice(page.offset, page.offset + page.limit)
-  const jobs = await jobsById(sql, organizationId, onPage.map((p) => p.jobId))
+  const { placed, printers, stagger, queuedTotal, dispatchingTotal, onPage, jobs } = await snapshot(sql, async (tx) => {
+    const all = await placeAll(tx, organizationId, settings, now, page)
+    const onPage = all.placed.slice(page.offset, page.offset + page.limit)
+    return { ...all, onPage, jobs: await jobsById(tx, organizationId, onPage.map((p) => p.jobId)) }
+  })
   const entries: QueueEntry[] = []
   onPage.forEach((p, i) => {
     const job = jobs.get(p.jobId)
@@ -120,7 +131,7 @@ export async function queueList(sql: Sql, organizationId: string, settings: View
 export async function explainJobs(sql: Sql, organizationId: string, jobs: readonly PrintJob[], settings: ViewSettings, now: number, withReasons: boolean): Promise<PrintJob[]> {
   const waiting = new Set(jobs.filter((j) => j.status === 'queued' || j.status === 'dispatching').map((j) => j.id))
   if (waiting.size === 0) return [...jobs]
-  const { placed, printers } = await placeAll(sql, organizationId, settings, now, waiting)
+  const { placed, printers } = await snapshot(sql, (tx) => placeAll(tx, organizationId, settings, now, waiting))
   const byJob = new Map<number, QueueExplanation>()
   placed.forEach((p, i) => {
     if (waiting.has(p.jobId)) byJob.set(p.jobId, explanationOf(p, i + 1, printers, withReasons))
@@ -130,9 +141,11 @@ export async function explainJobs(sql: Sql, organizationId: string, jobs: readon
 
 /** The first jobs of the queue as the live `queue` topic shows them. */
 export async function queueHead(sql: Sql, organizationId: string, settings: ViewSettings, now: number, count: number): Promise<QueueHead> {
-  const { placed, printers, queuedTotal, dispatchingTotal } = await placeAll(sql, organizationId, settings, now, { offset: 0, limit: count })
-  const head = placed.slice(0, count)
-  const jobs = await jobsById(sql, organizationId, head.map((p) => p.jobId))
+  const { printers, queuedTotal, dispatchingTotal, head, jobs } = await snapshot(sql, async (tx) => {
+    const all = await placeAll(tx, organizationId, settings, now, { offset: 0, limit: count })
+    const head = all.placed.slice(0, count)
+    return { ...all, head, jobs: await jobsById(tx, organizationId, head.map((p) => p.jobId)) }
+  })
   return {
     total: queuedTotal + dispatchingTotal,
     printers,
@@ -151,7 +164,7 @@ export interface QueueHead {
   jobs: { id: number; name: string | null; status: string; priority: number; position: number | null; index: number; printer_id: string | null; summary: string; reason_counts: Record<string, number> }[]
 }
 
-async function jobsById(sql: Sql, organizationId: string, ids: readonly number[]): Promise<Map<number, PrintJob>> {
+async function jobsById(sql: Sql | TransactionSql, organizationId: string, ids: readonly number[]): Promise<Map<number, PrintJob>> {
   if (ids.length === 0) return new Map()
   const rows = await sql<JobRow[]>`select * from print_jobs where organization_id = ${organizationId} and id = any(${ids as number[]}::int8[])`
   return new Map(rows.map((r) => [Number(r.id), jobOf(r)]))
