@@ -35,6 +35,17 @@ const Time = Type.String({ format: 'date-time' })
 const Nullable = <T extends TSchema>(schema: T, options: { description?: string } = {}) => Type.Union([schema, Type.Null()], options)
 const OrganizationField = Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Must name the request's organization when given." }))
 
+/** The paging fields of a list query (`limit` 1-200 with its default, `offset` from 0) and the organization check. */
+const paging = (defaultLimit: number) => ({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: defaultLimit })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
+  organizationId: OrganizationField,
+})
+
+/** A page of a list: `{<items>: [...], total, limit, offset}`. */
+const pageOf = <K extends string, T extends TSchema>(items: K, schema: T, title: string) =>
+  Type.Object({ [items]: Type.Array(schema), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() } as { [P in K]: ReturnType<typeof Type.Array<T>> } & Record<'total' | 'limit' | 'offset', ReturnType<typeof Type.Integer>>, { ...strict, title })
+
 /** Jobs one order may create in all (units × make quantity × quantity_to_print, summed). */
 export const maxJobsPerOrder = 10_000
 
@@ -84,15 +95,13 @@ export const MakeListQuery = Type.Object(
   {
     model_file_id: Type.Optional(Uuid),
     sku_id: Type.Optional(Uuid),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 100 })),
-    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
-    organizationId: OrganizationField,
+    ...paging(100),
   },
   strict,
 )
 export type MakeListQuery = Static<typeof MakeListQuery>
 
-export const MakeListSchema = Type.Object({ makes: Type.Array(MakeSchema), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }, { ...strict, title: 'MakeList' })
+export const MakeListSchema = pageOf('makes', MakeSchema, 'MakeList')
 
 const SkuCode = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', description: 'The product code: letters, digits, dot, dash, underscore.' })
 
@@ -140,15 +149,13 @@ export const SkuParams = Type.Object({ sku: SkuCode }, strict)
 export const SkuListQuery = Type.Object(
   {
     search: Type.Optional(Type.String({ maxLength: 120, description: 'Part of the code or the name, case-insensitive.' })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 100 })),
-    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
-    organizationId: OrganizationField,
+    ...paging(100),
   },
   strict,
 )
 export type SkuListQuery = Static<typeof SkuListQuery>
 
-export const SkuListSchema = Type.Object({ skus: Type.Array(SkuSchema), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }, { ...strict, title: 'SkuList' })
+export const SkuListSchema = pageOf('skus', SkuSchema, 'SkuList')
 
 export const OrderSkuBody = Type.Object(
   {
@@ -194,15 +201,13 @@ export const BatchParams = Type.Object({ batchId: Uuid }, strict)
 export const BatchListQuery = Type.Object(
   {
     sku: Type.Optional(SkuCode),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
-    organizationId: OrganizationField,
+    ...paging(50),
   },
   strict,
 )
 export type BatchListQuery = Static<typeof BatchListQuery>
 
-export const BatchListSchema = Type.Object({ batches: Type.Array(BatchSchema), total: Type.Integer(), limit: Type.Integer(), offset: Type.Integer() }, { ...strict, title: 'BatchList' })
+export const BatchListSchema = pageOf('batches', BatchSchema, 'BatchList')
 
 export const OrderSchema = Type.Object(
   {
