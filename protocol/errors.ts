@@ -355,6 +355,67 @@ export const errorCodes = {
     status: 404,
     description: 'No OAuth client with that id (or client_id) in an organization of yours. List them with GET /v1/oauth-clients.',
   },
+  invalid_request: {
+    status: 400,
+    description:
+      'OAuth (RFC 6749 §5.2): a parameter is missing, unknown, repeated or malformed, or the authorization request does not repeat what its handoff bound (client, redirect URI, scopes, resource, code challenge). error_description names it.',
+  },
+  invalid_client: {
+    status: 400,
+    description:
+      'OAuth: the client_id is unknown or disabled, or the client_secret of a confidential client is missing or wrong. Register the client (POST /v1/oauth/register) or check its secret.',
+  },
+  invalid_grant: {
+    status: 400,
+    description:
+      'OAuth: the authorization code, refresh token, assertion or claim is unknown, expired, already used, revoked, issued to another client, or does not match the redirect_uri or code_verifier. Start the sign-in again.',
+  },
+  unauthorized_client: {
+    status: 400,
+    description: 'OAuth: this client is not registered for the grant type it asked for (its grant_types), or a public client asked without PKCE.',
+  },
+  unsupported_grant_type: {
+    status: 400,
+    description:
+      'OAuth: grant_type is not one of authorization_code, refresh_token, urn:ietf:params:oauth:grant-type:jwt-bearer, urn:printfarm:agent-auth:grant-type:claim.',
+  },
+  unsupported_response_type: {
+    status: 400,
+    description: 'OAuth: response_type must be code (the authorization code flow with PKCE).',
+  },
+  invalid_scope: {
+    status: 400,
+    description: 'OAuth: none of the requested scopes is one this client, grant or assertion may have, or a scope value is unknown. See scopes_supported in the authorization server metadata.',
+  },
+  invalid_target: {
+    status: 400,
+    description:
+      'OAuth (RFC 8707): the resource is not one this service serves (the API at its base URL, or its MCP endpoint), or differs from the resource the grant was made for.',
+  },
+  authorization_pending: {
+    status: 400,
+    description: 'Agent claim grant: nobody has confirmed the claim yet. Keep polling every `interval` seconds until tokens or expired_token.',
+  },
+  expired_token: {
+    status: 400,
+    description: 'Agent claim grant: the claim attempt expired before anyone confirmed it. Renew it with POST /agent/identity/claim {claim_token, email}.',
+  },
+  agent_claim_not_found: {
+    status: 404,
+    description: 'No agent identity claim with that claim_token, or it expired. Agents start one with POST /agent/identity.',
+  },
+  claim_attempt_active: {
+    status: 409,
+    description: 'The claim attempt has not expired yet: open its claim_url (or wait for it to expire) before renewing it.',
+  },
+  claim_already_confirmed: {
+    status: 409,
+    description: 'This claim was already confirmed; the agent collects its tokens from the token endpoint with the claim grant.',
+  },
+  claim_email_mismatch: {
+    status: 403,
+    description: 'This claim was renewed for another email address: only the person signed in with that email may confirm it.',
+  },
   make_not_found: {
     status: 404,
     description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',

@@ -43,6 +43,18 @@ export interface Config {
   oauthRegistrationsPerAddress: number
   /** Lifetime of an OAuth access token, seconds. */
   oauthAccessTtlSeconds: number
+  /** Lifetime of an OAuth authorization code, seconds. */
+  oauthCodeTtlSeconds: number
+  /** Lifetime of an OAuth refresh token (and of an agent's identity assertion), seconds. */
+  oauthRefreshTtlSeconds: number
+  /** Failed token, revocation and handoff requests one address may make in 15 minutes. */
+  oauthFailuresPerAddress: number
+  /** How long a person has to confirm an agent's identity claim, seconds. */
+  agentClaimTtlSeconds: number
+  /** Agent identities (and claim renewals) one address may start in 15 minutes. */
+  agentIdentitiesPerAddress: number
+  /** `/.well-known/{vendor}-apps-challenge`: the vendor in the path and the token it answers; both unset → 404. */
+  appsChallenge: { vendor: string; token: string } | undefined
   /** Failed code verifications per user and per address, and unknown codes exchanged per address, in 15 minutes. */
   authCodeFailuresPerSource: number
   /** 32-byte key that seals stored printer credentials; undefined → a key kept in the store. */
@@ -128,6 +140,13 @@ export const configVariables = [
   'AUTH_CODES_PER_ADDRESS',
   'OAUTH_REGISTRATIONS_PER_ADDRESS',
   'OAUTH_ACCESS_TTL_S',
+  'OAUTH_CODE_TTL_S',
+  'OAUTH_REFRESH_TTL_S',
+  'OAUTH_FAILURES_PER_ADDRESS',
+  'AGENT_CLAIM_TTL_S',
+  'AGENT_IDENTITIES_PER_ADDRESS',
+  'APPS_CHALLENGE_VENDOR',
+  'APPS_CHALLENGE_TOKEN',
   'AUTH_CODE_FAILURES_PER_SOURCE',
   'PRINTFARM_SECRET_KEY',
   'PRESENCE_TIMEOUT_MS',
@@ -251,6 +270,19 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
   const oauthRegistrationsPerAddress = integer('OAUTH_REGISTRATIONS_PER_ADDRESS', 30, 1, 1_000_000)
   const oauthAccessTtlSeconds = integer('OAUTH_ACCESS_TTL_S', 3600, 1, 86_400)
+  const oauthCodeTtlSeconds = integer('OAUTH_CODE_TTL_S', 60, 1, 600)
+  const oauthRefreshTtlSeconds = integer('OAUTH_REFRESH_TTL_S', 30 * 86_400, 60, 365 * 86_400)
+  const oauthFailuresPerAddress = integer('OAUTH_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
+  const agentClaimTtlSeconds = integer('AGENT_CLAIM_TTL_S', 900, 1, 86_400)
+  const agentIdentitiesPerAddress = integer('AGENT_IDENTITIES_PER_ADDRESS', 30, 1, 1_000_000)
+  const challengeVendor = read('APPS_CHALLENGE_VENDOR')
+  const challengeToken = read('APPS_CHALLENGE_TOKEN')
+  if (challengeVendor !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(challengeVendor)) {
+    problems.push('APPS_CHALLENGE_VENDOR must be 1-63 lower-case letters, digits or dashes (it becomes /.well-known/{vendor}-apps-challenge)')
+  }
+  if ((challengeVendor === undefined) !== (challengeToken === undefined)) problems.push('APPS_CHALLENGE_VENDOR and APPS_CHALLENGE_TOKEN are set together or not at all')
+  if (challengeToken !== undefined && challengeToken.length > 4096) problems.push('APPS_CHALLENGE_TOKEN must be at most 4096 characters')
+  const appsChallenge = challengeVendor !== undefined && challengeToken !== undefined ? { vendor: challengeVendor, token: challengeToken } : undefined
   const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
   const secretKeyRaw = read('PRINTFARM_SECRET_KEY')
   let secretKey: Buffer | undefined
@@ -306,6 +338,12 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     authCodesPerAddress,
     oauthRegistrationsPerAddress,
     oauthAccessTtlSeconds,
+    oauthCodeTtlSeconds,
+    oauthRefreshTtlSeconds,
+    oauthFailuresPerAddress,
+    agentClaimTtlSeconds,
+    agentIdentitiesPerAddress,
+    appsChallenge,
     authCodeFailuresPerSource,
     secretKey,
     presenceTimeoutMs,

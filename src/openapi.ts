@@ -122,7 +122,15 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
       'x-auth': route.access === undefined ? route.auth : { ...route.auth, access: route.access },
       parameters: [...parameters(route.schemas.params, 'path'), ...parameters(route.schemas.query, 'query')],
       ...(route.schemas.body
-        ? { requestBody: { required: !route.emptyBodyAllowed, content: { 'application/json': { schema: plain(route.schemas.body) } } } }
+        ? {
+            requestBody: {
+              required: !route.emptyBodyAllowed,
+              content: {
+                'application/json': { schema: plain(route.schemas.body) },
+                ...(route.formBody === true ? { 'application/x-www-form-urlencoded': { schema: plain(route.schemas.body) } } : {}),
+              },
+            },
+          }
         : route.streamBody !== undefined
           ? { requestBody: { required: true, content: { [route.streamBody.contentType]: { schema: plain(route.streamBody.schema) } } } }
           : {}),

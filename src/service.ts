@@ -68,8 +68,14 @@ import { makeRoutes } from './routes/makes.js'
 import { skuRoutes } from './routes/skus.js'
 import { OAuthClientStore } from './oauth/client-store.js'
 import { OAuthAccessTokens } from './oauth/access-tokens.js'
+import { AgentIdentities } from './oauth/agent-identity.js'
+import { Authorization } from './oauth/authorization.js'
+import { Resources } from './oauth/resources.js'
+import { TokenEndpoint } from './oauth/token-endpoint.js'
 import { oauthClientRoutes } from './routes/oauth-clients.js'
 import { oauthRoutes } from './routes/oauth.js'
+import { agentIdentityRoutes } from './routes/agent-identity.js'
+import { discoveryRoutes } from './routes/discovery.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -112,7 +118,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...agentIdentityRoutes, ...discoveryRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -333,6 +339,9 @@ function wireServices(
   let openApi: string | undefined
   const redis = directory instanceof RedisShardDirectory ? directory : undefined
   const printerReads = new PrinterReads(db, core.clock)
+  const oauthClients = new OAuthClientStore(db.sql, logger)
+  const resources = new Resources(config.publicBaseUrl)
+  const agents = new AgentIdentities(db.sql, core.keyring, shared.oauthTokens, resources, { claimTtlSeconds: config.agentClaimTtlSeconds, assertionTtlSeconds: config.oauthRefreshTtlSeconds }, logger)
   return {
     config,
     logger,
@@ -370,7 +379,15 @@ function wireServices(
     inventory: new SpoolStore(db.sql),
     makes: new MakeStore(db.sql),
     skus: new SkuStore(db.sql),
-    oauthClients: new OAuthClientStore(db.sql, logger),
+    oauthClients,
+    oauthServer: {
+      resources,
+      authorization: new Authorization(db.sql, oauthClients, resources, config.publicBaseUrl, config.oauthCodeTtlSeconds, logger),
+      tokens: new TokenEndpoint(db.sql, { clients: oauthClients, tokens: shared.oauthTokens, resources, agents }, config.oauthRefreshTtlSeconds, logger),
+      agents,
+      failures: new FailureLimiter({ limit: config.oauthFailuresPerAddress, windowMs: loginFailureWindowMs }),
+      agentStarts: new FailureLimiter({ limit: config.agentIdentitiesPerAddress, windowMs: loginFailureWindowMs }),
+    },
     oauthRegistrations: new FailureLimiter({ limit: config.oauthRegistrationsPerAddress, windowMs: loginFailureWindowMs }),
     jobs: core.jobs,
     queue: core.queue,

@@ -26,6 +26,10 @@ import type { MakeStore } from './makes/make-store.js'
 import type { SkuStore } from './makes/sku-store.js'
 import type { OAuthClientStore } from './oauth/client-store.js'
 import type { OAuthAccessTokens } from './oauth/access-tokens.js'
+import type { AgentIdentities } from './oauth/agent-identity.js'
+import type { Authorization } from './oauth/authorization.js'
+import type { Resources } from './oauth/resources.js'
+import type { TokenEndpoint } from './oauth/token-endpoint.js'
 import type { JobNode } from './jobs/index.js'
 import type { QueueNode } from './queue/index.js'
 import type { HostBindings } from './auth/host-binding.js'
@@ -76,6 +80,17 @@ export interface Services {
   readonly oauthTokens: OAuthAccessTokens
   /** Dynamic client registrations per address (public route). */
   readonly oauthRegistrations: FailureLimiter
+  /** The authorization server: consent handoffs and codes, the token and revocation endpoints, agent identities, their rate limits. */
+  readonly oauthServer: {
+    readonly resources: Resources
+    readonly authorization: Authorization
+    readonly tokens: TokenEndpoint
+    readonly agents: AgentIdentities
+    /** Failed token, revocation and handoff requests per address. */
+    readonly failures: FailureLimiter
+    /** Agent identities and claim renewals started per address. */
+    readonly agentStarts: FailureLimiter
+  }
   /** Which host each paired bridge key speaks for. */
   readonly hostBindings: HostBindings
   /** Print jobs, printer tasks and their dispatch. */

@@ -46,7 +46,7 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
       throw new ServiceError('insufficient_scope', `this route needs the scope ${accepted.join(' or ')}`)
     }
     if (auth.admin === true && standing.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
-    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes }
+    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes, tokenId: claims.tokenId }
   }
 
   async function withApiKey(auth: RouteAuth, presented: string, requested: string | undefined): Promise<Principal> {
@@ -101,19 +101,32 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
 }
 
 /**
- * Whether an OAuth token still stands: its person a member of its organization (with which role), its
- * client enabled, an organization's client used only for that organization. Read on every request
- * and by the live feed's sweep, so a change takes effect at once.
+ * Whether an OAuth token still stands: not revoked (RFC 7009), its person a member of its organization
+ * (with which role), its client enabled (or its agent identity not revoked), an organization's client
+ * used only for that organization. Read on every request and by the live feed's sweep, so a change
+ * takes effect at once. Clients whose id starts with `pfa_` are agent identities.
  */
-export async function oauthStanding(sql: Queryable, claims: { userId: string; clientId: string; organizationId: string }): Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }> {
-  const [row] = await sql<{ role: 'admin' | 'member' | null; is_enabled: boolean; scopes: string[]; organization_id: string | null }[]>`
-    select (select m.role from memberships m where m.user_id = ${claims.userId} and m.organization_id = ${claims.organizationId}) as role,
-           c.is_enabled, c.scopes, c.organization_id
-    from oauth_clients c where c.client_id = ${claims.clientId}`
+export async function oauthStanding(
+  sql: Queryable,
+  claims: { userId: string; clientId: string; organizationId: string; tokenId?: string },
+): Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }> {
+  const client = claims.clientId.startsWith('pfa_')
+    ? sql<{ is_enabled: boolean; scopes: string[]; organization_id: string | null }[]>`
+        select (status <> 'pending' and revoked_at is null) as is_enabled, coalesce(scopes, '{}') as scopes, organization_id
+        from agent_identities where agent_id = ${claims.clientId}`
+    : sql<{ is_enabled: boolean; scopes: string[]; organization_id: string | null }[]>`
+        select is_enabled, scopes, organization_id from oauth_clients where client_id = ${claims.clientId}`
+  const [[row], [person]] = await Promise.all([
+    client,
+    sql<{ role: 'admin' | 'member' | null; revoked: boolean }[]>`
+      select (select m.role from memberships m where m.user_id = ${claims.userId} and m.organization_id = ${claims.organizationId}) as role,
+             exists (select 1 from oauth_revoked_tokens where jti = ${claims.tokenId ?? '00000000-0000-0000-0000-000000000000'}) as revoked`,
+  ])
+  if (person!.revoked) throw new ServiceError('unauthorized', 'the access token was revoked')
   if (row === undefined || !row.is_enabled) throw new ServiceError('unauthorized', "the access token's OAuth client is disabled or deleted")
   if (row.organization_id !== null && row.organization_id !== claims.organizationId) throw new ServiceError('unauthorized', "the access token's OAuth client belongs to another organization")
-  if (row.role === null) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
-  return { role: row.role, clientScopes: row.scopes }
+  if (person!.role === null) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
+  return { role: person!.role, clientScopes: row.scopes }
 }
 
 /**

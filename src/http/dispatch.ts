@@ -339,12 +339,30 @@ function parseBody<Svc>(raw: Buffer, contentType: string | undefined, compiled: 
     throw new ServiceError('body_required', `${route.method} ${route.path} needs a JSON body`)
   }
   if (!compiled.body) return undefined
+  if (route.formBody === true && contentType !== undefined && /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) return parseForm(raw)
   if (contentType !== undefined && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-    throw new ServiceError('unsupported_media_type', `Content-Type '${contentType.slice(0, 100)}' is not JSON; send application/json`)
+    const accepted = route.formBody === true ? 'application/x-www-form-urlencoded or application/json' : 'application/json'
+    throw new ServiceError('unsupported_media_type', `Content-Type '${contentType.slice(0, 100)}' is not accepted here; send ${accepted}`)
   }
   const parsed = parseJsonText(raw, 'body')
   if (!parsed.ok) throw new ServiceError(parsed.code, parsed.reason)
   return parsed.value
+}
+
+/** A form body's fields as strings; each name at most once (RFC 6749 §3.2), and UTF-8 only. */
+function parseForm(raw: Buffer): Record<string, string> {
+  let text: string
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(raw)
+  } catch {
+    throw new ServiceError('invalid_unicode', 'body: the form is not UTF-8')
+  }
+  const out: Record<string, string> = Object.create(null) as Record<string, string>
+  for (const [key, value] of new URLSearchParams(text)) {
+    if (key in out) throw new ServiceError('validation_failed', `body.${key.slice(0, 60)} is sent more than once`)
+    out[key] = value
+  }
+  return { ...out }
 }
 
 function validate(validator: Validator<unknown> | undefined, value: unknown): unknown {

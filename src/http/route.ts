@@ -79,7 +79,7 @@ export type Principal =
   | { kind: 'member'; userId: string; organizationId: string; role: 'admin' | 'member' }
   | { kind: 'api_key'; keyId: string; organizationId: string; scopes: ReadonlySet<string> }
   /** A person acting through an OAuth client: the token's scopes, within what their role allows. */
-  | { kind: 'oauth'; userId: string; clientId: string; organizationId: string; role: 'admin' | 'member'; scopes: ReadonlySet<string> }
+  | { kind: 'oauth'; userId: string; clientId: string; organizationId: string; role: 'admin' | 'member'; scopes: ReadonlySet<string>; tokenId: string }
 
 export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>
@@ -105,6 +105,13 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
     contentType: string
     schema: TSchema
   }
+  /**
+   * The body may also come as application/x-www-form-urlencoded (the OAuth
+   * token and revocation endpoints, RFC 6749 §4.1.3): its fields become a
+   * flat object of strings, validated by the same schema. A field sent twice
+   * is refused (RFC 6749 §3.2).
+   */
+  readonly formBody?: boolean
   /** An empty body is read as `{}` (routes whose body is "empty object"). */
   readonly emptyBodyAllowed?: boolean
   /**

@@ -68,7 +68,7 @@ export interface LiveServerOptions {
   /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
   currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
   /** Whether an OAuth token's person, role and client still stand (throws when not); checked like API keys. */
-  oauthStanding?: (claims: { userId: string; clientId: string; organizationId: string }) => Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }>
+  oauthStanding?: (claims: { userId: string; clientId: string; organizationId: string; tokenId: string }) => Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }>
   keyCheckMs?: number
   /** A paired bridge key speaks for one host (src/auth/host-binding.ts): rejects with a coded error for another host's topic. */
   checkHost?: (principal: Principal, hostId: string) => Promise<void>
@@ -440,8 +440,8 @@ export class LiveServer {
 
   /**
    * An OAuth token's standing is checked again while its sockets are open, as API keys are: a client
-   * disabled, deleted or narrowed, or a person removed or no longer admin, reaches every socket opened
-   * with such a token within keyCheckMs.
+   * disabled, deleted or narrowed, a token revoked, or a person removed or no longer admin, reaches
+   * every socket opened with such a token within keyCheckMs.
    */
   async #checkOAuth(): Promise<void> {
     const standing = this.#o.oauthStanding
@@ -458,7 +458,7 @@ export class LiveServer {
         const data = socket.getUserData()
         const principal = data.principal
         if (data.closed || principal.kind !== 'oauth') continue
-        const key = `${principal.userId} ${principal.clientId} ${principal.organizationId}`
+        const key = `${principal.userId} ${principal.clientId} ${principal.organizationId} ${principal.tokenId}`
         if (!answers.has(key)) {
           answers.set(
             key,

@@ -70,6 +70,29 @@ export class OAuthAccessTokens {
     return { token, tokenId, expiresIn: this.#ttlSeconds }
   }
 
+  /** Any unexpired OAuth access token of this service, whatever its audience (revocation); undefined otherwise. */
+  async inspect(token: string): Promise<OAuthClaims | undefined> {
+    try {
+      const { payload } = await jwtVerify(token, this.#keyring.resolver(), {
+        issuer: this.#issuer,
+        algorithms: [signingAlgorithm],
+        typ: 'at+jwt',
+        requiredClaims: ['sub', 'exp', 'jti', 'client_id', 'organization_id', 'scope'],
+      })
+      if (payload['token_use'] !== 'oauth' || typeof payload['client_id'] !== 'string' || typeof payload['organization_id'] !== 'string') return undefined
+      return {
+        userId: payload.sub!,
+        clientId: payload['client_id'],
+        organizationId: payload['organization_id'],
+        scopes: new Set(String(payload['scope']).split(' ').filter((s) => s !== '')),
+        tokenId: payload.jti!,
+        expiresAt: payload.exp!,
+      }
+    } catch {
+      return undefined
+    }
+  }
+
   /** The token's claims when it is ours, unexpired and for `audience`; else 401 (token_expired when only its time is up). */
   async verify(token: string, audience: string): Promise<OAuthClaims> {
     try {

@@ -29,6 +29,21 @@ interface ClientRow {
   updated_at: Date
 }
 
+/** A client as the authorization server sees it. */
+export interface GrantClient {
+  clientId: string
+  /** Shown on the consent page (its client_id when it registered without a name). */
+  name: string
+  /** An organization's own client; null for one that registered itself. */
+  organizationId: string | null
+  redirectUris: string[]
+  scopes: string[]
+  grantTypes: string[]
+  isPublic: boolean
+  isEnabled: boolean
+  clientUri: string | null
+}
+
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 const newClientId = (): string => `pfc_${randomBytes(16).toString('base64url')}`
 const newSecret = (): string => `pfcs_${randomBytes(32).toString('base64url')}`
@@ -179,6 +194,49 @@ export class OAuthClientStore {
     const [row] = await this.#sql<{ organization_id: string; client_id: string }[]>`delete from oauth_clients where id = ${id} and source = 'organization' returning organization_id, client_id`
     if (row === undefined) throw clientNotFound()
     this.#logger.info('oauth client deleted', { organizationId: row.organization_id, clientId: row.client_id, by })
+  }
+
+  /**
+   * The client behind a `client_id` at the authorization and token endpoints, whichever kind it is,
+   * enabled or not (the caller decides); undefined when there is none.
+   */
+  async forGrant(clientId: string): Promise<GrantClient | undefined> {
+    const [row] = await this.#sql<(ClientRow & { grant_types: string[]; client_uri: string | null })[]>`
+      select * from oauth_clients where client_id = ${clientId}`
+    if (row === undefined) return undefined
+    return {
+      clientId: row.client_id,
+      name: row.name ?? row.client_id,
+      organizationId: row.organization_id ?? null,
+      redirectUris: row.redirect_uris,
+      scopes: row.scopes,
+      grantTypes: row.grant_types,
+      isPublic: row.is_public,
+      isEnabled: row.is_enabled,
+      clientUri: row.client_uri,
+    }
+  }
+
+  /**
+   * Client authentication at the token and revocation endpoints (client_secret_post, or none for a
+   * public client): the enabled client, else 400 invalid_client. A public client sending a secret is
+   * refused too: it has none, so the secret is someone's mistake.
+   */
+  async authenticate(clientId: string | undefined, secret: string | undefined): Promise<GrantClient> {
+    if (clientId === undefined || clientId === '') throw new ServiceError('invalid_client', 'client_id is required (client_secret_post or a public client)')
+    const client = await this.forGrant(clientId)
+    if (client === undefined || !client.isEnabled) {
+      // The same hash work as a real check, so timing does not tell registered ids from others.
+      if (secret !== undefined) await this.secretMatches(`unknown:${clientId}`, secret)
+      throw new ServiceError('invalid_client', 'unknown or disabled client_id')
+    }
+    if (client.isPublic) {
+      if (secret !== undefined && secret !== '') throw new ServiceError('invalid_client', 'this client is public: it has no client_secret (use PKCE)')
+      return client
+    }
+    if (secret === undefined || secret === '') throw new ServiceError('invalid_client', 'this client is confidential: send its client_secret in the body (client_secret_post)')
+    if (!(await this.secretMatches(clientId, secret))) throw new ServiceError('invalid_client', 'the client_secret is wrong')
+    return client
   }
 
   /** Whether `secret` is the confidential client's secret (constant-time; false for public or unknown clients). */

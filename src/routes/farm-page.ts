@@ -4,25 +4,12 @@
  * content security policy that allows only this origin's script and the
  * live feed's WebSocket, so nothing injected could run or phone elsewhere.
  */
-import { existsSync, readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
+import { publicFile } from './public-files.js'
 
-/** public/ sits at the package root: two levels up from src/routes, three from dist/src/routes. */
-function publicDir(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (let i = 0; i < 5; i++) {
-    if (existsSync(join(dir, 'public', 'farm.html'))) return join(dir, 'public')
-    dir = dirname(dir)
-  }
-  throw new Error('public/farm.html not found next to the package')
-}
-
-const dir = publicDir()
-const html = readFileSync(join(dir, 'farm.html'), 'utf8')
-const script = readFileSync(join(dir, 'farm.js'), 'utf8')
+const html = publicFile('farm.html')
+const script = publicFile('farm.js')
 const security = {
   'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self' ws: wss:; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',

@@ -18,6 +18,7 @@ import { inventory } from './0012-inventory.js'
 import { queue } from './0013-queue.js'
 import { makesSkus } from './0014-makes-skus.js'
 import { oauthClients } from './0015-oauth-clients.js'
+import { oauthGrants } from './0016-oauth-grants.js'
 
 export interface Migration {
   readonly version: number
@@ -25,4 +26,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants]
