@@ -9,7 +9,7 @@
 import { Type } from '@sinclair/typebox'
 import { ServiceError } from '../../protocol/errors.js'
 import { agentClaimGrant, grantTypes } from '../../protocol/schemas/oauth.js'
-import { consentScopes } from '../../protocol/scopes.js'
+import { clientScopes } from '../../protocol/scopes.js'
 import { signingAlgorithm } from '../auth/keyring.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { claimPollInterval } from '../oauth/agent-identity.js'
@@ -19,6 +19,10 @@ import { serviceVersion } from '../version.js'
 const cached = { 'cache-control': 'public, max-age=300' }
 const Document = (title: string) => Type.Object({}, { additionalProperties: true, title })
 
+/**
+ * scopes_supported lists the 17 client scopes: host:pair and print:launch belong to paired bridges' API
+ * keys and no OAuth client or agent can be granted them.
+ */
 function authorizationServer(base: string): Record<string, unknown> {
   const resources = protectedResource(base, base, 'printfarm API')
   return {
@@ -34,7 +38,7 @@ function authorizationServer(base: string): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
-    scopes_supported: [...consentScopes],
+    scopes_supported: [...clientScopes],
     service_documentation: `${base}/openapi.json`,
     authorization_response_iss_parameter_supported: true,
     agent_auth: {
@@ -59,7 +63,7 @@ function protectedResource(base: string, resource: string, name: string): Record
     authorization_servers: [base],
     bearer_methods_supported: ['header'],
     resource_signing_alg_values_supported: [signingAlgorithm],
-    scopes_supported: [...consentScopes],
+    scopes_supported: [...clientScopes],
     resource_documentation: `${base}/openapi.json`,
   }
 }

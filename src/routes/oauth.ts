@@ -20,6 +20,40 @@ const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
 /** Outcomes of a well-formed request that are not an attacker's guess: never counted as failures. */
 const notFailures = new Set(['authorization_pending', 'slow_down', 'invalid_scope', 'invalid_target', 'unsupported_grant_type'])
 
+/**
+ * HTTP Basic client credentials (RFC 6749 §2.3.1: each part form-encoded, then base64), read into the
+ * body's fields. Discovery offers only client_secret_post, but a client library falling back to Basic
+ * is understood rather than told its client_id is missing. Both at once is ambiguous: refused.
+ */
+function withBasicCredentials<B extends { client_id?: string | undefined; client_secret?: string | undefined }>(body: B, authorization: string | undefined): { body: B; basic: boolean } {
+  const match = authorization === undefined ? null : /^Basic\s+([A-Za-z0-9+/=]{1,1000})\s*$/i.exec(authorization)
+  if (match === null) return { body, basic: false }
+  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8')
+  const colon = decoded.indexOf(':')
+  if (colon < 0) throw new ServiceError('invalid_request', 'the Basic credentials are not client_id:client_secret')
+  let clientId: string
+  let secret: string
+  try {
+    clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' '))
+    secret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' '))
+  } catch {
+    throw new ServiceError('invalid_request', 'the Basic credentials are not form-encoded (RFC 6749 §2.3.1)')
+  }
+  if (body.client_secret !== undefined) throw new ServiceError('invalid_request', 'client credentials sent twice (Authorization header and body): use one')
+  if (body.client_id !== undefined && body.client_id !== clientId) throw new ServiceError('invalid_request', 'client_id in the body differs from the Authorization header')
+  return { body: { ...body, client_id: clientId, client_secret: secret }, basic: true }
+}
+
+/** RFC 6749 §5.2: a client that tried to authenticate with the Authorization header gets 401 and a challenge. */
+function basicRefusal(error: unknown, basic: boolean, requestId: string): Reply {
+  if (!basic || !(error instanceof ServiceError) || error.code !== 'invalid_client') throw error
+  return {
+    status: 401,
+    body: { error: 'invalid_client', error_description: error.message, message: error.message, requestId },
+    headers: { 'www-authenticate': 'Basic realm="printfarm", charset="UTF-8"', ...noStore },
+  }
+}
+
 /** Runs `attempt` counted against the address's failure budget; success (and a pending poll) gives the count back. */
 async function counted<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>): Promise<T> {
   const from = addressGroup(req.remoteAddress)
@@ -139,7 +173,8 @@ export const tokenRoute = defineRoute({
   operationId: 'oauthToken',
   summary: `The token endpoint (RFC 6749 §3.2): grant_type ${grantTypes.join(', ')}.`,
   description:
-    'Form (application/x-www-form-urlencoded) or JSON body. Clients authenticate with client_secret_post, or are public (client_id only, PKCE). ' +
+    'Form (application/x-www-form-urlencoded) or JSON body. Clients authenticate with client_secret_post (HTTP Basic is understood too; its ' +
+    'failures answer 401 with WWW-Authenticate), or are public (client_id only, PKCE). ' +
     'authorization_code: code, redirect_uri, code_verifier (S256), optional resource (must equal the authorized one). refresh_token: rotates; a ' +
     'refresh token used twice revokes every token of that sign-in. jwt-bearer (RFC 7523): `assertion` is an identity assertion of this service, ' +
     'each usable once. Agent claim: `claim_token`; answers authorization_pending until a person confirms, expired_token when the claim ran out. ' +
@@ -164,7 +199,14 @@ export const tokenRoute = defineRoute({
     'expired_token',
     'rate_limited',
   ],
-  handler: async (req, svc: Services) => ({ body: await counted(svc, req, () => svc.oauthServer.tokens.grant(req.body)), headers: noStore }),
+  handler: async (req, svc: Services): Promise<Reply> => {
+    const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
+    try {
+      return { body: await counted(svc, req, () => svc.oauthServer.tokens.grant(body)), headers: noStore }
+    } catch (error) {
+      return basicRefusal(error, basic, req.requestId)
+    }
+  },
 })
 
 export const revokeRoute = defineRoute({
@@ -183,9 +225,14 @@ export const revokeRoute = defineRoute({
   schemas: { body: RevokeBody },
   responses: { 200: { description: 'Revoked, or nothing to revoke.' } },
   errors: ['invalid_request', 'invalid_client', 'rate_limited'],
-  handler: async (req, svc: Services) => {
-    await counted(svc, req, () => svc.oauthServer.tokens.revoke(req.body))
-    return { body: {}, headers: noStore }
+  handler: async (req, svc: Services): Promise<Reply> => {
+    const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
+    try {
+      await counted(svc, req, () => svc.oauthServer.tokens.revoke(body))
+      return { body: {}, headers: noStore }
+    } catch (error) {
+      return basicRefusal(error, basic, req.requestId)
+    }
   },
 })
 

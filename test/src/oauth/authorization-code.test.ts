@@ -122,6 +122,16 @@ t.test('confidential client - a wrong or missing client_secret is invalid_client
   const c = await codeFor(client, { scope: 'printers:read' })
   const tokens = await exchange(client, c.params, c.verifier, oauth.ClientSecretPost(secret))
   t.equal(tokens.scope, 'printers:read', 'the right secret gets tokens')
+  const d = await codeFor(client, { scope: 'printers:read' })
+  const basic = await exchange(client, d.params, d.verifier, oauth.ClientSecretBasic(secret))
+  t.equal(basic.scope, 'printers:read', 'the secret in an HTTP Basic header is understood too')
+  const e = await codeFor(client, { scope: 'printers:read' })
+  try {
+    await exchange(client, e.params, e.verifier, oauth.ClientSecretBasic('pfcs_wrong'))
+    t.fail('a wrong Basic secret was accepted')
+  } catch (error) {
+    t.ok(error instanceof oauth.WWWAuthenticateChallengeError, 'a wrong Basic secret: 401 with a Basic challenge (RFC 6749 §5.2)', { error: String(error) })
+  }
 })
 
 t.test('refresh - each use rotates; a rotated token used again revokes the whole sign-in', async (t) => {
