@@ -43,5 +43,7 @@ export function redirectUriMatches(registered: string, presented: string): boole
     return false
   }
   if (a.protocol !== 'http:' || b.protocol !== 'http:' || !loopbackHosts.has(a.hostname) || a.hostname !== b.hostname) return false
+  // Only the port may differ: credentials or a fragment the registration could never have carried do not ride along.
+  if (b.username !== '' || b.password !== '' || presented.includes('#')) return false
   return a.pathname === b.pathname && a.search === b.search
 }

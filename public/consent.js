@@ -55,6 +55,13 @@
           return
         }
         orgSelect.append(new Option(choices[0].name, choices[0].id))
+        if (session.organizations.length > 1) {
+          // The application named the organization: the person sees which one before it is allowed there.
+          note.textContent = `It asks for ${choices[0].name}, one of your organizations. Allow again to allow it there.`
+          note.hidden = false
+          busy(false)
+          return
+        }
       }
       const organization = orgSelect.value
       if (organization === '') return fail('Choose an organization first.')

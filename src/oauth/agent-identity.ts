@@ -27,6 +27,7 @@ import type { Queryable } from '../storage/database.js'
 import type { OAuthAccessTokens } from './access-tokens.js'
 import { narrowScopes } from './authorization.js'
 import type { GrantClient } from './client-store.js'
+import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
 
 /** Seconds an agent waits between polls of the token endpoint. */
@@ -92,6 +93,7 @@ export class AgentIdentities {
               now() + make_interval(secs => ${this.#lifetimes.claimTtlSeconds}), ${from})
       returning claim_expires_at`
     this.#logger.info('agent identity created', { agentId, type: body.type, from })
+    pruneExpiredGrants(this.#sql, this.#logger)
     return { agent_id: agentId, claim_token: claimToken, claim_url: this.claimUrl(claimToken), expires_at: row!.claim_expires_at.toISOString(), interval: claimPollInterval }
   }
 
@@ -144,6 +146,10 @@ export class AgentIdentities {
   /** The claim grant: authorization_pending until confirmed, then the tokens once, expired_token when time ran out. */
   async collect(body: TokenBody, client: GrantClient | string | undefined): Promise<Token> {
     if (body.claim_token === undefined || body.claim_token === '') throw new ServiceError('invalid_request', 'claim_token is required')
+    // The claim token also rides in the claim URL a person opens: collecting needs the agent_id too, which only the agent was told.
+    if (typeof client !== 'string') {
+      throw new ServiceError(client === undefined ? 'invalid_client' : 'unauthorized_client', 'the claim grant is for agents: send client_id = the agent_id POST /agent/identity answered')
+    }
     const resource = this.#resources.stored(body.resource)
     const token = await this.#sql.begin(async (tx) => {
       const row = await this.#byClaim(tx, body.claim_token!, true)
@@ -165,21 +171,55 @@ export class AgentIdentities {
   async exchangeAssertion(body: TokenBody, client: GrantClient | string | undefined): Promise<Token> {
     if (body.assertion === undefined || body.assertion === '') throw new ServiceError('invalid_request', 'assertion is required')
     const resource = this.#resources.stored(body.resource)
+    if (client !== undefined && typeof client !== 'string') throw new ServiceError('unauthorized_client', 'the jwt-bearer grant takes identity assertions of agents; an OAuth client signs people in with authorization_code')
     const claims = await this.#verifyAssertion(body.assertion)
     assertAgentClient(client, claims.agentId)
-    const token = await this.#sql.begin(async (tx) => {
+    const outcome = await this.#sql.begin(async (tx) => {
       const [fresh] = await tx`
         insert into oauth_assertion_ids (jti, expires_at) values (${claims.jti}, to_timestamp(${claims.exp})) on conflict (jti) do nothing returning jti`
       if (fresh === undefined) {
-        this.#logger.warn('agent identity assertion replayed', { agentId: claims.agentId })
-        throw new ServiceError('invalid_grant', 'this assertion was already used; each identity assertion is exchanged once')
+        // Two holders of one chain: the agent's and a thief's. Which is which is unknowable, so the agent ends
+        // (committed, not thrown: the revocation must stick), and a person claims it again.
+        await this.#revokeIn(tx, claims.agentId)
+        return 'replayed' as const
       }
       const [row] = await tx<AgentRow[]>`select *, claim_expires_at <= now() as expired, revoked_at is not null as revoked from agent_identities where agent_id = ${claims.agentId}`
       if (row === undefined || row.status === 'pending' || row.revoked) throw new ServiceError('invalid_grant', 'the agent identity is unknown or revoked')
       return this.#issue(tx, row, resource, body.scope)
     })
+    if (outcome === 'replayed') {
+      this.#logger.warn('agent identity assertion replayed: the agent is revoked', { agentId: claims.agentId })
+      throw new ServiceError('invalid_grant', 'this assertion was already used: the agent identity is revoked, every token of it refused; claim the agent again')
+    }
+    const token = outcome
     this.#logger.info('oauth grant', { grant: 'jwt_bearer', clientId: token.agentId, userId: token.userId, organizationId: token.organizationId, scope: token.token.scope })
     return token.token
+  }
+
+  /** The agent an identity assertion of this service names (signature checked, expiry and replay not), for revocation. */
+  async assertionAgent(token: string): Promise<string | undefined> {
+    try {
+      const { payload } = await jwtVerify(token, this.#keyring.resolver(), {
+        issuer: this.#issuer,
+        algorithms: [signingAlgorithm],
+        typ: assertionType,
+        requiredClaims: ['sub'],
+        currentDate: new Date(0),
+      })
+      return payload['token_use'] === 'agent_identity' ? payload.sub : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Ends an agent: its access tokens are refused from now on (their standing is read per request) and nothing renews. */
+  async revoke(agentId: string, why: string): Promise<void> {
+    await this.#revokeIn(this.#sql, agentId)
+    this.#logger.info('oauth revocation', { kind: 'agent_identity', clientId: agentId, why })
+  }
+
+  async #revokeIn(sql: Queryable, agentId: string): Promise<void> {
+    await sql`update agent_identities set revoked_at = coalesce(revoked_at, now()) where agent_id = ${agentId}`
   }
 
   async #issue(tx: Queryable, row: AgentRow, resource: string, asked: string | undefined): Promise<{ agentId: string; userId: string; organizationId: string; token: Token }> {

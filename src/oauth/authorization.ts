@@ -21,6 +21,7 @@ import { chooseOrganization } from '../auth/authenticate.js'
 import { membershipsOf } from '../auth/accounts.js'
 import type { Logger } from '../log.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
+import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
 
 export const handoffTtlSeconds = 300
@@ -106,7 +107,7 @@ export class Authorization {
       insert into oauth_handoffs (handoff_hash, user_id, organization_id, client_id, redirect_uri, scopes, resource, code_challenge, expires_at)
       values (${sha256(handoff)}, ${userId}, ${organization.organizationId}, ${client.clientId}, ${body.redirectUri}, ${scopes}, ${resource},
               ${body.codeChallenge ?? null}, now() + make_interval(secs => ${handoffTtlSeconds}))`
-    void this.#prune()
+    pruneExpiredGrants(this.#sql, this.#logger)
     return { handoff, expires_in: handoffTtlSeconds }
   }
 
@@ -209,29 +210,6 @@ export class Authorization {
     if (query.state !== undefined) url.searchParams.set('state', query.state)
     url.searchParams.set('iss', this.#issuer)
     return url.toString()
-  }
-
-  #lastPrune = 0
-  /**
-   * What has expired is dropped now and then (at most once a minute per node, on a sign-in): nothing
-   * reads it again. Used codes stay a day (a late second use still revokes what the first gave), refresh
-   * tokens a day past expiry, the revocation and assertion lists until the tokens they name expire,
-   * unclaimed agent identities 30 days.
-   */
-  async #prune(): Promise<void> {
-    const now = Date.now()
-    if (now - this.#lastPrune < 60_000) return
-    this.#lastPrune = now
-    try {
-      await this.#sql`delete from oauth_handoffs where expires_at < now() - interval '1 hour'`
-      await this.#sql`delete from oauth_codes where expires_at < now() - interval '1 day'`
-      await this.#sql`delete from oauth_refresh_tokens where expires_at < now() - interval '1 day'`
-      await this.#sql`delete from oauth_revoked_tokens where expires_at < now()`
-      await this.#sql`delete from oauth_assertion_ids where expires_at < now()`
-      await this.#sql`delete from agent_identities where status = 'pending' and claim_expires_at < now() - interval '30 days'`
-    } catch (error) {
-      this.#logger.warn('could not prune expired oauth records', { error })
-    }
   }
 }
 

@@ -24,6 +24,7 @@ import type { OAuthAccessTokens } from './access-tokens.js'
 import type { AgentIdentities } from './agent-identity.js'
 import { narrowScopes, verifierMatches } from './authorization.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
+import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
@@ -62,6 +63,7 @@ export class TokenEndpoint {
   }
 
   async grant(body: TokenBody): Promise<Token> {
+    pruneExpiredGrants(this.#sql, this.#logger)
     switch (body.grant_type) {
       case 'authorization_code':
         return this.#authorizationCode(body)
@@ -101,8 +103,14 @@ export class TokenEndpoint {
         from oauth_codes where code_hash = ${sha256(body.code!)} for update`
       if (code === undefined) return { error: 'the authorization code is unknown' }
       if (code.used) {
-        // A code used twice was intercepted: whatever the first use got is revoked (RFC 6749 §4.1.2).
+        // A code used twice was intercepted: whatever the first use got is revoked (RFC 6749 §4.1.2),
+        // its access token too when the client has no refresh tokens to carry its id.
         if (code.family_id !== null) await this.#revokeFamily(tx, code.family_id)
+        await tx`
+          insert into oauth_revoked_tokens (jti, expires_at)
+          select access_jti, access_expires_at from oauth_codes
+          where code_hash = ${sha256(body.code!)} and access_jti is not null and access_expires_at > now()
+          on conflict (jti) do nothing`
         this.#logger.warn('oauth authorization code reused: its tokens are revoked', { clientId: code.clientId, userId: code.userId })
         return { error: 'the authorization code was already used; the tokens issued for it are revoked' }
       }
@@ -120,7 +128,10 @@ export class TokenEndpoint {
       const familyId = randomUUID()
       await tx`update oauth_codes set used_at = now(), family_id = ${familyId} where code_hash = ${sha256(body.code!)}`
       const grant = await this.#current(tx, client, code)
-      return { token: await this.#issue(tx, client, grant, familyId, body.scope), grant }
+      const issued = await this.#issue(tx, client, grant, familyId, body.scope)
+      await tx`update oauth_codes set access_jti = ${issued.tokenId}, access_expires_at = now() + make_interval(secs => ${issued.token.expires_in})
+        where code_hash = ${sha256(body.code!)}`
+      return { token: issued.token, grant }
     })
     if ('error' in outcome) throw new ServiceError('invalid_grant', outcome.error!)
     const { userId, organizationId } = outcome.grant
@@ -150,7 +161,7 @@ export class TokenEndpoint {
       }
       await tx`update oauth_refresh_tokens set rotated_at = now() where id = ${row.id}`
       const grant = await this.#current(tx, client, row)
-      return { token: await this.#issue(tx, client, grant, row.family_id, body.scope), grant }
+      return { token: (await this.#issue(tx, client, grant, row.family_id, body.scope)).token, grant }
     })
     if ('error' in outcome) throw new ServiceError('invalid_grant', outcome.error!)
     const { userId, organizationId } = outcome.grant
@@ -168,7 +179,7 @@ export class TokenEndpoint {
   }
 
   /** An access token (narrowed to `asked` when given) and, for clients that refresh, the family's next refresh token. */
-  async #issue(tx: Queryable, client: GrantClient, grant: Grant, familyId: string, asked: string | undefined): Promise<Token> {
+  async #issue(tx: Queryable, client: GrantClient, grant: Grant, familyId: string, asked: string | undefined): Promise<{ token: Token; tokenId: string }> {
     const scopes = narrowScopes(asked, grant.scopes)
     const access = await this.#tokens.issue({ ...grant, scopes, audience: this.#resources.audience(grant.resource) })
     const token: Token = { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: scopes.join(' ') }
@@ -181,7 +192,7 @@ export class TokenEndpoint {
                 ${access.tokenId}, now() + make_interval(secs => ${access.expiresIn}), now() + make_interval(secs => ${this.#refreshTtlSeconds}))`
       token.refresh_token = refresh
     }
-    return token
+    return { token, tokenId: access.tokenId }
   }
 
   /** Every refresh token of the family, and the access tokens they issued (until those would expire). */
@@ -196,21 +207,29 @@ export class TokenEndpoint {
 
   /**
    * RFC 7009: a refresh token revokes its family; an access token is refused from now until it
-   * expires. A token that is unknown, expired, or another client's answers 200 the same way and
-   * changes nothing (§2.2): the answer tells nobody what a token is.
+   * expires; an agent's identity assertion ends the agent (its tokens refused, no more renewals). A
+   * token that is unknown, expired, or another client's answers 200 the same way and changes nothing
+   * (§2.2): the answer tells nobody what a token is. An agent names itself by its agent_id.
    */
   async revoke(body: RevokeBody): Promise<void> {
-    const client = body.client_id === undefined ? undefined : await this.#clients.authenticate(body.client_id, body.client_secret)
+    pruneExpiredGrants(this.#sql, this.#logger)
+    const clientId =
+      body.client_id === undefined ? undefined : body.client_id.startsWith('pfa_') ? body.client_id : (await this.#clients.authenticate(body.client_id, body.client_secret)).clientId
     const token = body.token
     if (token.startsWith(refreshPrefix)) {
       const [row] = await this.#sql<{ family_id: string; client_id: string }[]>`select family_id, client_id from oauth_refresh_tokens where token_hash = ${sha256(token)}`
-      if (row === undefined || (client !== undefined && row.client_id !== client.clientId)) return
+      if (row === undefined || (clientId !== undefined && row.client_id !== clientId)) return
       await this.#sql.begin((tx) => this.#revokeFamily(tx, row.family_id))
       this.#logger.info('oauth revocation', { kind: 'refresh_token', clientId: row.client_id })
       return
     }
+    const agentId = await this.#agents.assertionAgent(token)
+    if (agentId !== undefined) {
+      if (clientId === undefined || clientId === agentId) await this.#agents.revoke(agentId, 'its identity assertion was revoked')
+      return
+    }
     const access = await this.#tokens.inspect(token)
-    if (access === undefined || (client !== undefined && access.clientId !== client.clientId)) return
+    if (access === undefined || (clientId !== undefined && access.clientId !== clientId)) return
     await this.#sql`insert into oauth_revoked_tokens (jti, expires_at) values (${access.tokenId}, to_timestamp(${access.expiresAt})) on conflict (jti) do nothing`
     this.#logger.info('oauth revocation', { kind: 'access_token', clientId: access.clientId, userId: access.userId })
   }

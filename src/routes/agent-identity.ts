@@ -51,7 +51,7 @@ export const createAgentIdentityRoute = defineRoute({
   description:
     'Answers the claim_token (the agent keeps it secret), the claim_url to show the person (the token rides in its #fragment, never sent to a ' +
     'server), when the claim expires (AGENT_CLAIM_TTL_S) and the poll interval in seconds. Poll POST /v1/oauth/token with ' +
-    'grant_type=urn:printfarm:agent-auth:grant-type:claim&claim_token=… until it answers tokens. AGENT_IDENTITIES_PER_ADDRESS per address in 15 minutes.',
+    'grant_type=urn:printfarm:agent-auth:grant-type:claim&claim_token=…&client_id={agent_id} until it answers tokens. AGENT_IDENTITIES_PER_ADDRESS per address in 15 minutes.',
   tags: ['agent-identity'],
   auth: { kind: 'public', reason: 'an agent has no credential yet: this is how it gets one, once a person confirms; rate-limited per address' },
   errorBody: 'oauth',

@@ -17,8 +17,8 @@ import type { Services } from '../services.js'
 import { publicFile } from './public-files.js'
 
 const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
-/** Outcomes of a well-formed request that are not an attacker's guess: never counted as failures. */
-const notFailures = new Set(['authorization_pending', 'slow_down', 'invalid_scope', 'invalid_target', 'unsupported_grant_type'])
+/** Outcomes of a well-formed request that are not an attacker's guess (an agent polling on after its claim expired, too): never counted as failures. */
+const notFailures = new Set(['authorization_pending', 'expired_token', 'slow_down', 'invalid_scope', 'invalid_target', 'unsupported_grant_type'])
 
 /**
  * HTTP Basic client credentials (RFC 6749 §2.3.1: each part form-encoded, then base64), read into the
@@ -147,7 +147,7 @@ export const authorizeRoute = defineRoute({
       return { raw: consentPage(outcome.request, resourceName), contentType: 'text/html; charset=utf-8', headers: pageSecurity }
     } catch (error) {
       if (error instanceof ServiceError && /text\/html/i.test(req.headers['accept'] ?? '')) {
-        return { status: error.status, raw: errorPage(error.code, error.message), contentType: 'text/html; charset=utf-8', headers: pageSecurity }
+        return { status: error.status, raw: errorPage(error.code, error.message), contentType: 'text/html; charset=utf-8', headers: { ...pageSecurity, ...error.headers } }
       }
       throw error
     }
@@ -177,7 +177,8 @@ export const tokenRoute = defineRoute({
     'failures answer 401 with WWW-Authenticate), or are public (client_id only, PKCE). ' +
     'authorization_code: code, redirect_uri, code_verifier (S256), optional resource (must equal the authorized one). refresh_token: rotates; a ' +
     'refresh token used twice revokes every token of that sign-in. jwt-bearer (RFC 7523): `assertion` is an identity assertion of this service, ' +
-    'each usable once. Agent claim: `claim_token`; answers authorization_pending until a person confirms, expired_token when the claim ran out. ' +
+    'each usable once (a replay revokes the agent). Agent claim: `claim_token` and client_id = the agent_id; answers authorization_pending until a ' +
+    'person confirms, expired_token when the claim ran out. ' +
     '`scope` narrows what is granted. Access tokens are RFC 9068 JWTs for the resource (the API when none; MCP needs {PUBLIC_BASE_URL}/v1/mcp), ' +
     'valid OAUTH_ACCESS_TTL_S; refresh tokens OAUTH_REFRESH_TTL_S. Errors are RFC 6749 §5.2 bodies.',
   tags: ['oauth'],

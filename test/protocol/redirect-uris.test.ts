@@ -31,4 +31,6 @@ t.test('redirect URIs - exact match, except that a loopback http URI matches any
   t.notOk(redirectUriMatches('http://127.0.0.1/cb', 'http://localhost:53712/cb'), 'loopback: the host must match')
   t.notOk(redirectUriMatches('http://127.0.0.1/cb?a=1', 'http://127.0.0.1:5/cb?a=2'), 'loopback: the query must match')
   t.notOk(redirectUriMatches('http://127.0.0.1/cb', 'not a uri'))
+  t.notOk(redirectUriMatches('http://127.0.0.1:9/cb', 'http://u:p@127.0.0.1:9/cb'), 'loopback: no credentials ride along')
+  t.notOk(redirectUriMatches('http://127.0.0.1:9/cb', 'http://127.0.0.1:9/cb#frag'), 'loopback: no fragment rides along')
 })

@@ -47,6 +47,8 @@ export const oauthGrants: Migration = {
       expires_at timestamptz not null,
       used_at timestamptz,
       family_id uuid,
+      access_jti uuid,
+      access_expires_at timestamptz,
       created_at timestamptz not null default now()
     );
     create index oauth_codes_expiry on oauth_codes (expires_at);

@@ -77,11 +77,37 @@ t.test('claim - pending until a person confirms, then tokens once, acting for th
   const renewed = await grant(jwtBearer, { assertion: String(tokens['identity_assertion']), scope: 'printers:read' })
   t.equal(renewed.scope, 'printers:read', 'scope narrows')
   t.not(renewed['identity_assertion'], tokens['identity_assertion'], 'a new assertion each time')
-  await rfcError(t, grant(jwtBearer, { assertion: String(tokens['identity_assertion']) }), 'invalid_grant', 'an assertion replayed')
   await rfcError(t, grant(jwtBearer, { assertion: String(renewed['identity_assertion']), scope: 'files:write' }), 'invalid_scope', 'a scope the agent was not given')
   await rfcError(t, grant(jwtBearer, { assertion: tokens.access_token }), 'invalid_grant', 'an access token is not an assertion')
   const mcp = await grant(jwtBearer, { assertion: String(renewed['identity_assertion']), resource: `${url}/v1/mcp` })
   t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${mcp.access_token}` } })).status, 401, 'a token for the MCP resource does not open the API')
+  const latest = await grant(jwtBearer, { assertion: String(mcp['identity_assertion']) })
+  t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${latest.access_token}` } })).status, 200, 'the newest token works')
+
+  // A copied chain: the old assertion comes back. The agent ends; neither holder keeps access.
+  await rfcError(t, grant(jwtBearer, { assertion: String(tokens['identity_assertion']) }), 'invalid_grant', 'an assertion replayed')
+  t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${latest.access_token}` } })).status, 401, 'a replay revokes the agent: its tokens are refused')
+  await rfcError(t, grant(jwtBearer, { assertion: String(latest['identity_assertion']) }), 'invalid_grant', 'and its newest assertion renews nothing')
+})
+
+t.test('claim - collecting needs the agent_id, which the claim URL does not carry', async (t) => {
+  const claim = await startClaim()
+  t.notOk(claim.claim_url.includes(claim.agent_id), 'the claim URL does not name the agent')
+  t.equal((await confirm(claim.claim_token, ['printers:read'])).status, 200)
+  const bare = await request(url, '/v1/oauth/token', { method: 'POST', body: { grant_type: claimGrant, claim_token: claim.claim_token } })
+  t.equal(bare.status, 400)
+  t.equal(bare.json.error, 'invalid_client', 'whoever holds only the URL gets nothing')
+  const tokens = await grant(claimGrant, { claim_token: claim.claim_token })
+  t.type(tokens.access_token, 'string', 'the agent still collects its tokens')
+})
+
+t.test('revocation - revoking an identity assertion ends the agent', async (t) => {
+  const claim = await startClaim()
+  t.equal((await confirm(claim.claim_token, ['printers:read'])).status, 200)
+  const tokens = await grant(claimGrant, { claim_token: claim.claim_token })
+  await oauth.processRevocationResponse(await oauth.revocationRequest(as, agent, oauth.None(), String(tokens['identity_assertion']), insecure))
+  t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 401, "the agent's access token is refused")
+  await rfcError(t, grant(jwtBearer, { assertion: String(tokens['identity_assertion']) }), 'invalid_grant', 'its assertion renews nothing')
 })
 
 t.test('claim - an expired claim answers expired_token, is renewed by email, and then only that person confirms it', async (t) => {

@@ -112,6 +112,16 @@ t.test('authorization code - wrong verifier, reused code, redirect mismatch, exp
   await rfcError(t, exchange(client, late.params, late.verifier), 'invalid_grant', 'a code past OAUTH_CODE_TTL_S')
 })
 
+t.test('authorization code - a reused code revokes its access token also for a client without refresh tokens', async (t) => {
+  const client = await publicClient({ grant_types: ['authorization_code'] })
+  const { params, verifier } = await codeFor(client, { scope: 'printers:read' })
+  const tokens = await exchange(client, params, verifier)
+  t.notOk(tokens.refresh_token, 'no refresh token for this client')
+  t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 200)
+  await rfcError(t, exchange(client, params, verifier), 'invalid_grant', 'the code again')
+  t.equal((await request(url, '/v1/printers', { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 401, 'the access token the code gave is refused')
+})
+
 t.test('confidential client - a wrong or missing client_secret is invalid_client', async (t) => {
   const client = await registerClient(as, { redirect_uris: [redirectUri], token_endpoint_auth_method: 'client_secret_post' })
   const secret = client.client_secret!

@@ -441,7 +441,7 @@ t.test('rate limit - OAUTH_FAILURES_PER_ADDRESS failed requests, then 429 rate_l
   for (let i = 1; i <= 3; i++) refused(t, await failure(), 400, 'invalid_grant', `failure ${i} of 5`)
   refused(t, await token({ grant_type: 'password', client_id: client.client_id }, small.url), 400, 'unsupported_grant_type', 'an unsupported grant type (not counted)')
   const pending = await startAgent(small.url)
-  refused(t, await token({ grant_type: claimGrant, claim_token: pending.claim_token }, small.url), 400, 'authorization_pending', 'a pending poll (not counted)')
+  refused(t, await token({ grant_type: claimGrant, claim_token: pending.claim_token, client_id: pending.agent_id }, small.url), 400, 'authorization_pending', 'a pending poll (not counted)')
   refused(t, await token({ client_id: client.client_id }, small.url), 400, 'invalid_request', 'a malformed request (refused before it is counted)')
   const good = await token(codeParams(client, flow), small.url)
   t.equal(good.status, 200, 'a successful request in between', { body: good.text })

@@ -1,0 +1,27 @@
+/**
+ * What the authorization server stored and no longer needs is dropped now
+ * and then: at most once a minute per node, on a sign-in, a grant or a new
+ * agent identity (no timer: a quiet node has nothing to prune). Used codes
+ * stay a day (a late second use still revokes what the first gave), refresh
+ * tokens a day past expiry, the revocation and assertion lists until the
+ * tokens they name expire, unclaimed agent identities 30 days.
+ */
+import type { Sql } from 'postgres'
+import type { Logger } from '../log.js'
+
+const everyMs = 60_000
+let lastRun = 0
+
+export function pruneExpiredGrants(sql: Sql, logger: Logger): void {
+  const now = Date.now()
+  if (now - lastRun < everyMs) return
+  lastRun = now
+  void (async () => {
+    await sql`delete from oauth_handoffs where expires_at < now() - interval '1 hour'`
+    await sql`delete from oauth_codes where expires_at < now() - interval '1 day'`
+    await sql`delete from oauth_refresh_tokens where expires_at < now() - interval '1 day'`
+    await sql`delete from oauth_revoked_tokens where expires_at < now()`
+    await sql`delete from oauth_assertion_ids where expires_at < now()`
+    await sql`delete from agent_identities where status = 'pending' and claim_expires_at < now() - interval '30 days'`
+  })().catch((error: unknown) => logger.warn('could not prune expired oauth records', { error }))
+}
