@@ -416,6 +416,10 @@ export const errorCodes = {
     status: 403,
     description: 'This claim was renewed for another email address: only the person signed in with that email may confirm it.',
   },
+  oauth_authorization_not_found: {
+    status: 404,
+    description: 'No application sign-in or agent with that id acts for you (or, for an admin, in the organization). List them with GET /v1/oauth/authorizations.',
+  },
   make_not_found: {
     status: 404,
     description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',

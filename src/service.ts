@@ -70,12 +70,14 @@ import { OAuthClientStore } from './oauth/client-store.js'
 import { OAuthAccessTokens } from './oauth/access-tokens.js'
 import { AgentIdentities } from './oauth/agent-identity.js'
 import { Authorization } from './oauth/authorization.js'
+import { Authorizations } from './oauth/authorizations.js'
 import { Resources } from './oauth/resources.js'
 import { TokenEndpoint } from './oauth/token-endpoint.js'
 import { oauthClientRoutes } from './routes/oauth-clients.js'
 import { oauthRoutes } from './routes/oauth.js'
 import { agentIdentityRoutes } from './routes/agent-identity.js'
 import { discoveryRoutes } from './routes/discovery.js'
+import { oauthAuthorizationRoutes } from './routes/oauth-authorizations.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -118,7 +120,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...agentIdentityRoutes, ...discoveryRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...agentIdentityRoutes, ...oauthAuthorizationRoutes, ...discoveryRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */
@@ -385,6 +387,7 @@ function wireServices(
       authorization: new Authorization(db.sql, oauthClients, resources, config.publicBaseUrl, config.oauthCodeTtlSeconds, logger),
       tokens: new TokenEndpoint(db.sql, { clients: oauthClients, tokens: shared.oauthTokens, resources, agents }, config.oauthRefreshTtlSeconds, logger),
       agents,
+      authorizations: new Authorizations(db.sql, logger),
       failures: new FailureLimiter({ limit: config.oauthFailuresPerAddress, windowMs: loginFailureWindowMs }),
       agentStarts: new FailureLimiter({ limit: config.agentIdentitiesPerAddress, windowMs: loginFailureWindowMs }),
     },

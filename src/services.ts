@@ -28,6 +28,7 @@ import type { OAuthClientStore } from './oauth/client-store.js'
 import type { OAuthAccessTokens } from './oauth/access-tokens.js'
 import type { AgentIdentities } from './oauth/agent-identity.js'
 import type { Authorization } from './oauth/authorization.js'
+import type { Authorizations } from './oauth/authorizations.js'
 import type { Resources } from './oauth/resources.js'
 import type { TokenEndpoint } from './oauth/token-endpoint.js'
 import type { JobNode } from './jobs/index.js'
@@ -86,6 +87,8 @@ export interface Services {
     readonly authorization: Authorization
     readonly tokens: TokenEndpoint
     readonly agents: AgentIdentities
+    /** The applications and agents acting in an organization, to list and end. */
+    readonly authorizations: Authorizations
     /** Failed token, revocation and handoff requests per address. */
     readonly failures: FailureLimiter
     /** Agent identities and claim renewals started per address. */

@@ -183,3 +183,30 @@ export const ConfirmedClaimSchema = Type.Object(
   },
   { ...strict, title: 'ConfirmedAgentClaim' },
 )
+
+/**
+ * What applications and agents hold in an organization: a sign-in through an
+ * application (its refresh tokens) or a confirmed agent. Listed and revoked by
+ * the person it acts for and by the organization's admins.
+ */
+export const AuthorizationSchema = Type.Object(
+  {
+    id: Type.String({ description: 'A sign-in through an application: a uuid; an agent: its agent_id (pfa_…).' }),
+    kind: Type.Union([Type.Literal('application'), Type.Literal('agent')]),
+    client_id: Type.String({ description: "The application's client_id, or the agent_id." }),
+    name: Type.String({ description: "The application's name (its client_id when it has none), or the agent's type." }),
+    user_id: Type.String({ format: 'uuid', description: 'The person it acts for.' }),
+    user_email: Type.String(),
+    scopes: Type.Array(Type.String()),
+    created_at: Type.String({ format: 'date-time' }),
+    last_used_at: Type.String({ format: 'date-time', description: 'The last refresh (applications) or renewal (agents).' }),
+    expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When its refresh token runs out unless used; null for agents (they renew).' }),
+  },
+  { ...strict, title: 'OAuthAuthorization' },
+)
+export type Authorization = Static<typeof AuthorizationSchema>
+export const AuthorizationListSchema = Type.Object({ authorizations: Type.Array(AuthorizationSchema) }, { ...strict, title: 'OAuthAuthorizationList' })
+export const AuthorizationParams = Type.Object(
+  { authorizationId: Type.String({ minLength: 1, maxLength: 100, pattern: '^([0-9a-fA-F-]{36}|pfa_[A-Za-z0-9_-]{1,60})$', description: 'A uuid or an agent_id.' }) },
+  strict,
+)
