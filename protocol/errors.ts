@@ -37,7 +37,7 @@ export const errorCodes = {
   },
   unsupported_media_type: {
     status: 415,
-    description: 'The Content-Type is not JSON. Send application/json.',
+    description: 'The Content-Type is not JSON. Send application/json (the OAuth token and revocation endpoints also take application/x-www-form-urlencoded).',
   },
   payload_too_large: {
     status: 413,

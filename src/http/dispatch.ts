@@ -341,8 +341,13 @@ function parseBody<Svc>(raw: Buffer, contentType: string | undefined, compiled: 
   if (!compiled.body) return undefined
   if (route.formBody === true && contentType !== undefined && /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)) return parseForm(raw)
   if (contentType !== undefined && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-    const accepted = route.formBody === true ? 'application/x-www-form-urlencoded or application/json' : 'application/json'
-    throw new ServiceError('unsupported_media_type', `Content-Type '${contentType.slice(0, 100)}' is not accepted here; send ${accepted}`)
+    const shown = contentType.slice(0, 100)
+    throw new ServiceError(
+      'unsupported_media_type',
+      route.formBody === true
+        ? `Content-Type '${shown}' is not JSON nor a form; send application/x-www-form-urlencoded or application/json`
+        : `Content-Type '${shown}' is not JSON; send application/json`,
+    )
   }
   const parsed = parseJsonText(raw, 'body')
   if (!parsed.ok) throw new ServiceError(parsed.code, parsed.reason)
