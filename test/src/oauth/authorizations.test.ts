@@ -29,6 +29,15 @@ async function signInThrough(email: string, password: string): Promise<oauth.Tok
   const response = await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, redirectUri, auth.verifier, insecure)
   return oauth.processAuthorizationCodeResponse(as, client, response)
 }
+/** The RFC 6749 error a token request ended with ('accepted' when it was not refused). */
+async function grantError(attempt: Promise<unknown>): Promise<string> {
+  try {
+    await attempt
+    return 'accepted'
+  } catch (error) {
+    return error instanceof oauth.ResponseBodyError ? error.error : String(error)
+  }
+}
 const opens = async (token: string) => (await request(url, '/v1/printers', { headers: { authorization: `Bearer ${token}` } })).status
 
 t.test('authorizations - each person sees their own, an admin everyone\'s; ending one revokes its tokens at once', async (t) => {
@@ -53,7 +62,7 @@ t.test('authorizations - each person sees their own, an admin everyone\'s; endin
   t.equal(ended.status, 200, "an admin ends a member's")
   t.equal(await opens(theirs.access_token), 401, 'its access token is refused at once')
   const refresh = oauth.refreshTokenGrantRequest(as, client, oauth.None(), theirs.refresh_token!, insecure).then((r) => oauth.processRefreshTokenResponse(as, client, r))
-  await t.rejects(refresh, { error: 'invalid_grant' }, 'its refresh token too')
+  t.equal(await grantError(refresh), 'invalid_grant', 'its refresh token too')
   t.equal((await request(url, '/v1/oauth/authorizations', { headers: admin.auth })).json.authorizations.length, 1, 'no longer listed')
   t.equal((await request(url, `/v1/oauth/authorizations/${own.json.authorizations[0].id}`, { method: 'DELETE', headers: admin.auth })).status, 404, 'ending it twice: 404')
 })
@@ -72,7 +81,7 @@ t.test('authorizations - agents are listed and ended the same way', async (t) =>
   const renew = oauth.genericTokenEndpointRequest(as, agent, oauth.None(), 'urn:ietf:params:oauth:grant-type:jwt-bearer', { assertion: String(tokens['identity_assertion']) }, insecure).then((r) =>
     oauth.processGenericTokenEndpointResponse(as, agent, r),
   )
-  await t.rejects(renew, { error: 'invalid_grant' }, 'and it renews nothing')
+  t.equal(await grantError(renew), 'invalid_grant', 'and it renews nothing')
 })
 
 t.test('authorizations - for people only, and within their organization', async (t) => {
