@@ -420,6 +420,11 @@ export const errorCodes = {
     status: 404,
     description: 'No application sign-in or agent with that id acts for you (or, for an admin, in the organization). List them with GET /v1/oauth/authorizations.',
   },
+  mcp_origin_forbidden: {
+    status: 403,
+    description:
+      'The MCP endpoint refuses requests from a browser page of another site (their Origin is not the service\'s own or one of CORS_ORIGINS). Agents send no Origin; a web client must be served from an allowed origin.',
+  },
   make_not_found: {
     status: 404,
     description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',

@@ -78,6 +78,7 @@ import { oauthRoutes } from './routes/oauth.js'
 import { agentIdentityRoutes } from './routes/agent-identity.js'
 import { discoveryRoutes } from './routes/discovery.js'
 import { oauthAuthorizationRoutes } from './routes/oauth-authorizations.js'
+import { mcpRouteList } from './routes/mcp.js'
 import { createFileNode, type FileNode } from './files/index.js'
 import { createJobNode, type JobNode } from './jobs/index.js'
 import { HostBindings } from './auth/host-binding.js'
@@ -120,7 +121,7 @@ export interface StartOptions {
 
 /** Every route of the service, in one table: served, documented, scoped. */
 export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
-  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...agentIdentityRoutes, ...oauthAuthorizationRoutes, ...discoveryRoutes, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
+  return [...systemRoutes, ...authRoutes, ...organizationRoutes, ...apiKeyRoutes, ...authCodeRoutes, ...oauthRoutes, ...oauthClientRoutes, ...agentIdentityRoutes, ...oauthAuthorizationRoutes, ...discoveryRoutes, ...mcpRouteList, ...printerConfigRoutes, ...printerRoutes, ...printerEventRoutes, ...modelRoutes, ...fileRoutes, ...modelFileRoutes, ...materialRoutes, ...inventoryRoutes, ...makeRoutes, ...skuRoutes, ...printJobRoutes, ...queueRoutes, ...printerTaskRoutes, ...signalProfileRoutes, ...displayRoutes, ...farmPageRoutes]
 }
 
 /** The long-lived parts below the HTTP layer: store, secrets, cluster, actors, broker. */

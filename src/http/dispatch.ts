@@ -187,8 +187,19 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
       }
       const params = validate(compiled.params, match.params) as Record<string, string>
       const query = validate(compiled.query, rawParsedQuery) as Record<string, string | string[]>
+      let signal: AbortSignal | undefined
+      if (route.abortSignal === true) {
+        const controller = new AbortController()
+        const previousAbort = exchange.onAbort
+        exchange.onAbort = () => {
+          previousAbort?.()
+          controller.abort()
+        }
+        signal = controller.signal
+      }
       const request: RouteRequest = {
         method: method as HttpMethod,
+        signal,
         path,
         body: validate(compiled.body, body) as undefined,
         query,

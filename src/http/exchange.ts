@@ -122,7 +122,11 @@ export class Exchange implements RequestLifecycle {
     if (reply === null || typeof reply !== 'object') throw new TypeError('a route handler returned no reply object')
     const status = reply.status ?? 200
     const headers = reply.headers === undefined ? noHeaders : Object.entries(reply.headers)
-    if (reply.stream !== undefined) return this.#sendStream(status, reply.contentType ?? 'application/octet-stream', headers, reply.stream.body, reply.stream.size)
+    if (reply.stream !== undefined) {
+      const contentType = reply.contentType ?? 'application/octet-stream'
+      if (reply.stream.size === undefined) return this.#sendChunked(status, contentType, headers, reply.stream.body)
+      return this.#sendStream(status, contentType, headers, reply.stream.body, reply.stream.size)
+    }
     if (reply.raw !== undefined) this.send(status, reply.raw, reply.contentType ?? 'application/octet-stream', headers, false)
     else this.send(status, reply.body === undefined ? undefined : JSON.stringify(reply.body), reply.contentType ?? jsonContentType, headers, false)
   }
@@ -151,15 +155,7 @@ export class Exchange implements RequestLifecycle {
       })
       return this.#finish(status)
     }
-    res.cork(() => {
-      res.writeStatus(statusLine(status))
-      for (const [name, value] of headers) res.writeHeader(name, value)
-    })
-    const previousAbort = this.onAbort
-    this.onAbort = () => {
-      previousAbort?.()
-      body.destroy()
-    }
+    this.#openStream(status, headers, body)
     let pending: { chunk: Buffer; offset: number } | undefined
     const write = (chunk: Buffer, offset: number): boolean => {
       let result: [boolean, boolean] = [false, false]
@@ -198,6 +194,56 @@ export class Exchange implements RequestLifecycle {
       this.host.logger.warn('a streamed response ended short of its length; closing the connection', { requestId: this.requestId })
       res.close()
     })
+  }
+
+  /**
+   * Streams `body` until it ends, chunked (no length known: an event stream). Each chunk is written
+   * corked; when uWS reports backpressure the source pauses until onWritable, so a slow client holds at
+   * most one chunk beyond the socket's buffer. The source is destroyed when the client goes away.
+   */
+  #sendChunked(status: number, contentType: string, extra: readonly [string, string][], body: Readable): void {
+    if (this.aborted || this.done) {
+      body.destroy()
+      return
+    }
+    const res = this.res
+    this.#openStream(status, this.#headers(contentType, extra), body)
+    res.onWritable(() => {
+      if (!this.done && !this.aborted) body.resume()
+      return true
+    })
+    body.on('data', (chunk: Buffer | string) => {
+      if (this.done || this.aborted) return
+      let ok = true
+      res.cork(() => {
+        ok = res.write(chunk)
+      })
+      if (!ok) body.pause()
+    })
+    body.on('error', (error) => {
+      if (this.done || this.aborted) return
+      this.host.logger.warn('a streamed response failed after its headers were sent; closing the connection', { requestId: this.requestId, error })
+      res.close()
+    })
+    body.on('end', () => {
+      if (this.done || this.aborted) return
+      res.cork(() => res.end('', this.host.draining))
+      this.#finish(status)
+    })
+  }
+
+  /** Writes the status line and headers of a streamed answer, and ties the source's life to the exchange's. */
+  #openStream(status: number, headers: readonly [string, string][], body: Readable): void {
+    const res = this.res
+    res.cork(() => {
+      res.writeStatus(statusLine(status))
+      for (const [name, value] of headers) res.writeHeader(name, value)
+    })
+    const previousAbort = this.onAbort
+    this.onAbort = () => {
+      previousAbort?.()
+      body.destroy()
+    }
   }
 
   #headers(contentType: string, extra: Iterable<[string, string]>): [string, string][] {

@@ -30,6 +30,8 @@ export interface RouteRequest<S extends RouteSchemas = RouteSchemas> {
   readonly principal: Principal
   /** The unread body, for a route with `streamBody` (undefined for every other route). */
   readonly bodyStream?: Readable
+  /** Aborted when the client goes away before the answer ended; for a route with `abortSignal` (undefined for every other route). */
+  readonly signal?: AbortSignal
 }
 
 export interface Reply {
@@ -40,8 +42,11 @@ export interface Reply {
   raw?: string | Uint8Array
   contentType?: string
   headers?: Record<string, string>
-  /** A body streamed with backpressure (file downloads): exactly `size` bytes. */
-  stream?: { body: Readable; size: number }
+  /**
+   * A body streamed with backpressure: exactly `size` bytes (file downloads), or, with no size, chunked
+   * until the source ends (event streams, e.g. MCP's text/event-stream answers).
+   */
+  stream?: { body: Readable; size?: number }
 }
 
 export interface ResponseDoc {
@@ -112,6 +117,8 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
    * is refused (RFC 6749 §3.2).
    */
   readonly formBody?: boolean
+  /** The handler gets `signal`, aborted when the client goes away (long-lived answers such as event streams). */
+  readonly abortSignal?: boolean
   /** An empty body is read as `{}` (routes whose body is "empty object"). */
   readonly emptyBodyAllowed?: boolean
   /**

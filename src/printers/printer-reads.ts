@@ -86,10 +86,12 @@ export class PrinterReads {
     return printerStateOfRow(row, this.#clock.now())
   }
 
-  /** Printers of every organization by display status, and how many are online (the /metrics gauges). */
-  async statusCounts(): Promise<{ byStatus: Map<DisplayStatus, number>; online: number }> {
+  /** Printers by display status, and how many are online: of every organization (the /metrics gauges) or of one. */
+  async statusCounts(organizationId?: string): Promise<{ byStatus: Map<DisplayStatus, number>; online: number }> {
     const sql = this.#db.sql
-    const rows = await sql<Pick<PrinterRow, 'id' | 'state' | 'online'>[]>`select ${classifiedColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id`
+    const rows = await sql<Pick<PrinterRow, 'id' | 'state' | 'online'>[]>`
+      select ${classifiedColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id
+      where ${organizationId === undefined ? sql`true` : sql`p.organization_id = ${organizationId}`}`
     const now = this.#clock.now()
     const byStatus = new Map<DisplayStatus, number>()
     let online = 0

@@ -1,0 +1,103 @@
+/**
+ * The MCP tools: what an AI agent can do on the farm. Each but the farm
+ * summary is a REST route run in-process (src/mcp/route-tools.ts), so its
+ * arguments, answer, scope and error codes are the route's.
+ */
+import { createPrintJobRoute, changePrintJobStatusRoute, listPrintJobsRoute } from '../routes/print-jobs.js'
+import { getPrinterRoute, listPrintersRoute } from '../routes/printers.js'
+import { maintenanceRoute } from '../routes/printer-config.js'
+import { printerReadyRoute } from '../routes/printer-tasks.js'
+import { getQueueRoute } from '../routes/queue.js'
+import { listModelsRoute } from '../routes/models.js'
+import { listModelFilesRoute } from '../routes/model-files.js'
+import { fileMetadataRoute } from '../routes/files.js'
+import { listMaterialsRoute } from '../routes/materials.js'
+import { adjustSpoolRoute, listSpoolsRoute } from '../routes/inventory.js'
+import type { Route, RouteSchemas } from '../http/route.js'
+import type { Services } from '../services.js'
+import { RouteTool, type RouteToolSpec } from './route-tools.js'
+
+const r = (route: unknown): Route<RouteSchemas, Services> => route as Route<RouteSchemas, Services>
+
+const specs: RouteToolSpec<Services>[] = [
+  {
+    name: 'list_printers',
+    title: 'List printers',
+    description: "The organization's printers with their live state: status, current job and progress, temperatures, loaded filaments, errors. Filter by status, host, online, or a part of the name.",
+    route: r(listPrintersRoute),
+    readOnly: true,
+  },
+  { name: 'get_printer', title: 'Get a printer', description: "One printer's live state, by its id.", route: r(getPrinterRoute), readOnly: true },
+  {
+    name: 'set_maintenance',
+    title: 'Set maintenance',
+    description: 'Turn a printer\'s maintenance flag on (it takes no job; refused while it prints) or off. Needs an admin.',
+    route: r(maintenanceRoute),
+    readOnly: false,
+  },
+  {
+    name: 'list_jobs',
+    title: 'List print jobs',
+    description: 'Print jobs, newest first, with why each queued job waits. Filter by status, printer, model file, make, batch or name.',
+    route: r(listPrintJobsRoute),
+    readOnly: true,
+  },
+  {
+    name: 'create_print_job',
+    title: 'Create a print job',
+    description: 'Queue a print of one plate of a model file, optionally as a make with its chosen materials. The queue sends it to a matching printer. Needs an admin.',
+    route: r(createPrintJobRoute),
+    readOnly: false,
+  },
+  {
+    name: 'cancel_print_job',
+    title: 'Cancel a print job',
+    description: 'Cancel a queued, dispatching, printing or paused job (a printing one is stopped on its printer). Needs an admin.',
+    route: r(changePrintJobStatusRoute),
+    fixed: { body: { status: 'cancelled' } },
+    readOnly: false,
+  },
+  {
+    name: 'queue_status',
+    title: 'Queue status',
+    description: 'The queue in order: jobs being dispatched, then waiting jobs with the printer each would go to, or every reason per printer it waits.',
+    route: r(getQueueRoute),
+    readOnly: true,
+  },
+  {
+    name: 'verify_print',
+    title: 'Verify a finished print',
+    description: "The operator's verdict on a printer's finished job (success, failed with a reason and optionally requeued, cancelled, skipped), which lets the printer take the next job. Needs an admin.",
+    route: r(printerReadyRoute),
+    readOnly: false,
+  },
+  { name: 'list_models', title: 'List models', description: 'The models of the organization, with their files.', route: r(listModelsRoute), readOnly: true },
+  {
+    name: 'list_model_files',
+    title: 'List model files',
+    description: 'Model files with their slicer metadata (plates, filaments, printer profile, print time), filterable by search, tags, printing/queued state.',
+    route: r(listModelFilesRoute),
+    readOnly: true,
+  },
+  {
+    name: 'get_file_metadata',
+    title: 'Get file metadata',
+    description: "One file's metadata as its slicer recorded it: plates, filaments, estimates.",
+    route: r(fileMetadataRoute),
+    omit: ['print_job_id', 'printer_task_id', 'claim_generation', 'printer_task_access_token', 'expires', 'signature'],
+    readOnly: true,
+  },
+  { name: 'list_materials', title: 'List materials', description: 'The materials catalogue: type, brand, colour.', route: r(listMaterialsRoute), readOnly: true },
+  { name: 'list_inventory', title: 'List spools', description: 'Spools in the inventory: material, grams left, where each is loaded.', route: r(listSpoolsRoute), readOnly: true },
+  {
+    name: 'adjust_inventory',
+    title: 'Adjust a spool',
+    description: 'Correct the grams left on a spool (delta_g, negative takes) with the reason; answers the ledger entry and the spool. Needs an admin.',
+    route: r(adjustSpoolRoute),
+    readOnly: false,
+  },
+]
+
+export function routeTools(): RouteTool<Services>[] {
+  return specs.map((spec) => new RouteTool(spec))
+}

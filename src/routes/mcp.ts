@@ -1,0 +1,166 @@
+/**
+ * The Model Context Protocol endpoint (SPEC part 4 group A): POST, GET and
+ * DELETE on /v1/mcp (and /v1/mcp/). In front of the SDK's handler, in this
+ * order (MCP authorization):
+ * 1. Origin: a browser page of another site may not drive the endpoint
+ *    (DNS rebinding); requests without Origin (agents) pass.
+ * 2. Bearer: an OAuth access token for the MCP resource
+ *    ({PUBLIC_BASE_URL}/v1/mcp), its person still a member, its client
+ *    enabled, not revoked; else 401 with `WWW-Authenticate: Bearer …
+ *    resource_metadata=…` naming the protected-resource document, so the
+ *    client can discover the authorization server. A tool the token has no
+ *    scope for answers 403 insufficient_scope (step-up), by the SDK.
+ * 3. The handler, given the parsed JSON body, the principal (AuthInfo) and
+ *    an abort signal; its Response is sent back as it comes (JSON, or an
+ *    event stream with backpressure).
+ */
+import { Readable } from 'node:stream'
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web'
+import { Type } from '@sinclair/typebox'
+import { bearerAuthChallengeResponse, OAuthError, validateOriginHeader, verifyBearerToken, type AuthInfo } from '@modelcontextprotocol/server'
+import { oauthStanding } from '../auth/authenticate.js'
+import { tokenUse } from '../oauth/access-tokens.js'
+import { defineRoute, type Principal, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
+import { FarmMcp } from '../mcp/server.js'
+import type { Services } from '../services.js'
+import { ServiceError } from '../../protocol/errors.js'
+
+/** One MCP server per running service (tests start several in one process). */
+const farms = new WeakMap<Services, FarmMcp>()
+function farmOf(svc: Services): FarmMcp {
+  let farm = farms.get(svc)
+  if (farm === undefined) farms.set(svc, (farm = new FarmMcp(svc)))
+  return farm
+}
+
+const forwardedHeaders = ['accept', 'content-type', 'mcp-protocol-version', 'mcp-session-id', 'last-event-id', 'origin', 'mcp-method', 'mcp-name']
+
+/** The hostnames a browser page may call from: the service's own, and those CORS_ORIGINS lists. */
+function allowedHostnames(svc: Services): string[] {
+  const names = new Set<string>([new URL(svc.oauthServer.resources.api).hostname])
+  if (svc.config.corsOrigins !== '*') for (const origin of svc.config.corsOrigins) names.add(new URL(origin).hostname)
+  return [...names].map((name) => (name.includes(':') && !name.startsWith('[') ? `[${name}]` : name))
+}
+
+async function replyOf(response: Response): Promise<Reply> {
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, name) => {
+    if (name !== 'content-length' && name !== 'transfer-encoding' && name !== 'connection') headers[name] = value
+  })
+  const contentType = response.headers.get('content-type') ?? 'application/json'
+  delete headers['content-type']
+  if (response.body === null) return { status: response.status, headers }
+  if (contentType.startsWith('text/event-stream')) {
+    return { status: response.status, headers, contentType, stream: { body: Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>) } }
+  }
+  return { status: response.status, headers, contentType, raw: new Uint8Array(await response.arrayBuffer()) }
+}
+
+/** The OAuth principal of an MCP token, as the SDK's bearer helper expects it (AuthInfo with our principal in `extra`). */
+async function verify(svc: Services, token: string, requestId: string): Promise<AuthInfo> {
+  const { resources } = svc.oauthServer
+  if (tokenUse(token) !== 'oauth') throw new OAuthError('invalid_token', 'not an OAuth access token of this service (sign-in session tokens and API keys are not accepted here)')
+  let claims
+  try {
+    claims = await svc.oauthTokens.verify(token, resources.mcp)
+  } catch (error) {
+    throw new OAuthError('invalid_token', error instanceof ServiceError ? error.message : 'the access token is not valid')
+  }
+  let standing
+  try {
+    standing = await oauthStanding(svc.db.sql, claims)
+  } catch (error) {
+    throw new OAuthError('invalid_token', error instanceof ServiceError ? error.message : 'the access token no longer stands')
+  }
+  const scopes = [...claims.scopes].filter((s) => standing.clientScopes.includes(s))
+  const principal: Principal = {
+    kind: 'oauth',
+    userId: claims.userId,
+    clientId: claims.clientId,
+    organizationId: claims.organizationId,
+    role: standing.role,
+    scopes: new Set(scopes),
+    tokenId: claims.tokenId,
+  }
+  return { token, clientId: claims.clientId, scopes, expiresAt: claims.expiresAt, resource: new URL(resources.mcp), extra: { principal, requestId } }
+}
+
+async function serve(req: RouteRequest, svc: Services): Promise<Reply> {
+  const { resources } = svc.oauthServer
+  const resourceMetadataUrl = `${resources.api}/.well-known/oauth-protected-resource/v1/mcp`
+  const origin = validateOriginHeader(req.headers['origin'], allowedHostnames(svc))
+  if (!origin.ok) throw new ServiceError('mcp_origin_forbidden', `${origin.message}; a page of another site may not call the MCP endpoint`)
+  let authInfo: AuthInfo
+  try {
+    authInfo = await verifyBearerToken(req.headers['authorization'], {
+      verifier: { verifyAccessToken: (token) => verify(svc, token, req.requestId) },
+      expectedResource: new URL(resources.mcp),
+      resourceMetadataUrl,
+    })
+  } catch (error) {
+    return replyOf(bearerAuthChallengeResponse(error, { resourceMetadataUrl }))
+  }
+  const headers = new Headers()
+  for (const name of forwardedHeaders) {
+    const value = req.headers[name]
+    if (value !== undefined) headers.set(name, value)
+  }
+  const request = new Request(new URL(req.path, resources.api), { method: req.method, headers, ...(req.signal === undefined ? {} : { signal: req.signal }) })
+  const response = await farmOf(svc).handler.fetch(request, { authInfo, ...(req.method === 'POST' ? { parsedBody: req.body } : {}) })
+  return replyOf(response)
+}
+
+const description =
+  'Streamable HTTP, stateless: the 2025 protocol versions (each request answered on its own; GET and DELETE answer 405) and 2026-07-28. ' +
+  'Needs an OAuth access token for the resource {PUBLIC_BASE_URL}/v1/mcp (401 with WWW-Authenticate naming the protected-resource metadata ' +
+  'otherwise); a tool outside the token\'s scopes answers 403 insufficient_scope. Requests from a browser page of another origin are refused (403).'
+const auth = { kind: 'public', reason: 'the endpoint checks its OAuth bearer token itself, as MCP authorization prescribes (WWW-Authenticate with resource_metadata)' } as const
+const JsonRpcBody = Type.Unknown({ description: 'A JSON-RPC message (or batch) of the Model Context Protocol.' })
+
+function mcpRoutes(path: string, suffix: string): Route<RouteSchemas, Services>[] {
+  return [
+    defineRoute({
+      method: 'POST',
+      path,
+      operationId: `mcpPost${suffix}`,
+      summary: 'Model Context Protocol: a JSON-RPC request or notification (tools/list, tools/call…).',
+      description,
+      tags: ['mcp'],
+      auth,
+      abortSignal: true,
+      schemas: { body: JsonRpcBody },
+      responses: { 200: { description: 'A JSON-RPC answer, as JSON or an event stream.' }, 202: { description: 'A notification, accepted.' } },
+      errors: ['mcp_origin_forbidden'],
+      handler: serve,
+    }),
+    defineRoute({
+      method: 'GET',
+      path,
+      operationId: `mcpGet${suffix}`,
+      summary: 'Model Context Protocol: the server-to-client stream of the 2025 protocol (405: this endpoint is stateless).',
+      description,
+      tags: ['mcp'],
+      auth,
+      abortSignal: true,
+      schemas: {},
+      responses: { 405: { description: 'Stateless endpoint: no standalone stream.' } },
+      errors: ['mcp_origin_forbidden'],
+      handler: serve,
+    }),
+    defineRoute({
+      method: 'DELETE',
+      path,
+      operationId: `mcpDelete${suffix}`,
+      summary: 'Model Context Protocol: ends a 2025 session (405: this endpoint is stateless, there is none).',
+      description,
+      tags: ['mcp'],
+      auth,
+      schemas: {},
+      responses: { 405: { description: 'Stateless endpoint: no session to end.' } },
+      errors: ['mcp_origin_forbidden'],
+      handler: serve,
+    }),
+  ] as Route<RouteSchemas, Services>[]
+}
+
+export const mcpRouteList: readonly Route<RouteSchemas, Services>[] = [...mcpRoutes('/v1/mcp', ''), ...mcpRoutes('/v1/mcp/', 'Slash')]
