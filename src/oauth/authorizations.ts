@@ -10,6 +10,7 @@ import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import type { Authorization } from '../../protocol/schemas/oauth.js'
 import type { Logger } from '../log.js'
+import { revokeFamily } from './families.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -81,17 +82,13 @@ export class Authorizations {
         return row !== undefined
       }
       if (!uuidPattern.test(id)) return false
-      const revoked = await tx`
-        update oauth_refresh_tokens set revoked_at = now()
+      const [owned] = await tx`
+        select 1 from oauth_refresh_tokens
         where family_id = ${id} and organization_id = ${organizationId} and revoked_at is null
           and ${onlyFor === undefined ? tx`true` : tx`user_id = ${onlyFor}`}
-        returning id`
-      if (revoked.length === 0) return false
-      await tx`
-        insert into oauth_revoked_tokens (jti, expires_at)
-        select access_jti, access_expires_at from oauth_refresh_tokens
-        where family_id = ${id} and access_jti is not null and access_expires_at > now()
-        on conflict (jti) do nothing`
+        limit 1`
+      if (owned === undefined) return false
+      await revokeFamily(tx, id)
       return true
     })
     if (!done) throw authorizationNotFound()

@@ -23,6 +23,7 @@ import type { Queryable } from '../storage/database.js'
 import type { OAuthAccessTokens } from './access-tokens.js'
 import type { AgentIdentities } from './agent-identity.js'
 import { narrowScopes, verifierMatches } from './authorization.js'
+import { revokeFamily } from './families.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
@@ -105,7 +106,7 @@ export class TokenEndpoint {
       if (code.used) {
         // A code used twice was intercepted: whatever the first use got is revoked (RFC 6749 §4.1.2),
         // its access token too when the client has no refresh tokens to carry its id.
-        if (code.family_id !== null) await this.#revokeFamily(tx, code.family_id)
+        if (code.family_id !== null) await revokeFamily(tx, code.family_id)
         await tx`
           insert into oauth_revoked_tokens (jti, expires_at)
           select access_jti, access_expires_at from oauth_codes
@@ -151,7 +152,7 @@ export class TokenEndpoint {
       if (row === undefined || row.clientId !== client.clientId) return { error: 'the refresh token is unknown or was issued to another client' }
       if (row.revoked) return { error: 'the refresh token was revoked; sign in again' }
       if (row.rotated) {
-        await this.#revokeFamily(tx, row.family_id)
+        await revokeFamily(tx, row.family_id)
         this.#logger.warn('oauth refresh token reused: its family is revoked', { clientId: row.clientId, userId: row.userId })
         return { error: 'the refresh token was already used; every token of this sign-in is revoked, sign in again' }
       }
@@ -195,16 +196,6 @@ export class TokenEndpoint {
     return { token, tokenId: access.tokenId }
   }
 
-  /** Every refresh token of the family, and the access tokens they issued (until those would expire). */
-  async #revokeFamily(tx: Queryable, familyId: string): Promise<void> {
-    await tx`update oauth_refresh_tokens set revoked_at = now() where family_id = ${familyId} and revoked_at is null`
-    await tx`
-      insert into oauth_revoked_tokens (jti, expires_at)
-      select access_jti, access_expires_at from oauth_refresh_tokens
-      where family_id = ${familyId} and access_jti is not null and access_expires_at > now()
-      on conflict (jti) do nothing`
-  }
-
   /**
    * RFC 7009: a refresh token revokes its family; an access token is refused from now until it
    * expires; an agent's identity assertion ends the agent (its tokens refused, no more renewals). A
@@ -219,7 +210,7 @@ export class TokenEndpoint {
     if (token.startsWith(refreshPrefix)) {
       const [row] = await this.#sql<{ family_id: string; client_id: string }[]>`select family_id, client_id from oauth_refresh_tokens where token_hash = ${sha256(token)}`
       if (row === undefined || (clientId !== undefined && row.client_id !== clientId)) return
-      await this.#sql.begin((tx) => this.#revokeFamily(tx, row.family_id))
+      await this.#sql.begin((tx) => revokeFamily(tx, row.family_id))
       this.#logger.info('oauth revocation', { kind: 'refresh_token', clientId: row.client_id })
       return
     }

@@ -21,6 +21,7 @@ import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { claimPage, pageSecurity } from '../oauth/pages.js'
 import type { Services } from '../services.js'
+import { withinFailureBudget } from './oauth-failures.js'
 import { publicFile } from './public-files.js'
 
 function startLimited(svc: Services, req: RouteRequest): void {
@@ -29,18 +30,8 @@ function startLimited(svc: Services, req: RouteRequest): void {
 }
 
 /** A lookup by claim token counts as a failure unless it found the claim (guessing stays hopeless). */
-async function lookupLimited<T>(svc: Services, req: RouteRequest, lookup: () => Promise<T>): Promise<T> {
-  const from = addressGroup(req.remoteAddress)
-  const wait = svc.oauthServer.failures.acquire(from)
-  if (wait !== undefined) throw new ServiceError('rate_limited', `too many failed requests from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
-  try {
-    const result = await lookup()
-    svc.oauthServer.failures.release(from)
-    return result
-  } catch (error) {
-    if (!(error instanceof ServiceError && error.code === 'agent_claim_not_found')) svc.oauthServer.failures.release(from)
-    throw error
-  }
+function lookupLimited<T>(svc: Services, req: RouteRequest, lookup: () => Promise<T>): Promise<T> {
+  return withinFailureBudget(svc, req, lookup, (error) => error instanceof ServiceError && error.code === 'agent_claim_not_found')
 }
 
 export const createAgentIdentityRoute = defineRoute({

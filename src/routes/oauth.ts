@@ -14,6 +14,7 @@ import { userOf } from '../auth/principal.js'
 import { defineRoute, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { consentPage, errorPage, pageSecurity } from '../oauth/pages.js'
 import type { Services } from '../services.js'
+import { withinFailureBudget } from './oauth-failures.js'
 import { publicFile } from './public-files.js'
 
 const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
@@ -54,19 +55,9 @@ function basicRefusal(error: unknown, basic: boolean, requestId: string): Reply 
   }
 }
 
-/** Runs `attempt` counted against the address's failure budget; success (and a pending poll) gives the count back. */
-async function counted<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>): Promise<T> {
-  const from = addressGroup(req.remoteAddress)
-  const wait = svc.oauthServer.failures.acquire(from)
-  if (wait !== undefined) throw new ServiceError('rate_limited', `too many failed OAuth requests from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
-  try {
-    const result = await attempt()
-    svc.oauthServer.failures.release(from)
-    return result
-  } catch (error) {
-    if (error instanceof ServiceError && notFailures.has(error.code)) svc.oauthServer.failures.release(from)
-    throw error
-  }
+/** Runs `attempt` within the address's failure budget; success (and a pending poll) gives the count back. */
+function counted<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>): Promise<T> {
+  return withinFailureBudget(svc, req, attempt, (error) => !(error instanceof ServiceError && notFailures.has(error.code)))
 }
 
 export const registerClientRoute = defineRoute({

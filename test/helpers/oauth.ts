@@ -6,6 +6,7 @@
  */
 import { createServer } from 'node:net'
 import * as oauth from 'oauth4webapi'
+import type { Test } from 'tap'
 import { request, signIn } from './http.js'
 import { startTestService, testAdmin, type TestContext, type TestService } from './service.js'
 
@@ -122,4 +123,16 @@ export async function follow(url: URL, headers: Record<string, string> = {}): Pr
   const response = await fetch(url, { redirect: 'manual', headers })
   const location = response.headers.get('location')
   return { status: response.status, location: location === null ? undefined : new URL(location), body: await response.text() }
+}
+
+/** Asserts that `attempt` ends with the RFC 6749 error `error`, with an error_description. */
+export async function rfcError(t: Test, attempt: Promise<unknown>, error: string, what: string): Promise<void> {
+  try {
+    await attempt
+    t.fail(`${what}: accepted`)
+  } catch (e) {
+    t.ok(e instanceof oauth.ResponseBodyError, `${what}: an RFC 6749 error body`, { error: String(e) })
+    t.equal((e as oauth.ResponseBodyError).error, error, `${what}: ${error}`)
+    t.ok(((e as oauth.ResponseBodyError).error_description ?? '').length > 0, `${what}: error_description`)
+  }
 }

@@ -7,9 +7,9 @@
  * email, after which only that person may confirm it.
  */
 import * as oauth from 'oauth4webapi'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
-import { discover, insecure, startOAuthService } from '../../helpers/oauth.js'
+import { discover, insecure, rfcError, startOAuthService } from '../../helpers/oauth.js'
 import { testAdmin } from '../../helpers/service.js'
 
 const svc = await startOAuthService(t, { AGENT_CLAIM_TTL_S: '2' })
@@ -27,15 +27,6 @@ async function grant(type: string, parameters: Record<string, string>) {
   return oauth.processGenericTokenEndpointResponse(as, agent, response)
 }
 
-async function rfcError(t: Test, attempt: Promise<unknown>, error: string, what: string): Promise<void> {
-  try {
-    await attempt
-    t.fail(`${what}: accepted`)
-  } catch (e) {
-    t.ok(e instanceof oauth.ResponseBodyError, `${what}: an RFC 6749 error body`, { error: String(e) })
-    t.equal((e as oauth.ResponseBodyError).error, error, `${what}: ${error}`)
-  }
-}
 
 async function startClaim(body: Record<string, unknown> = { type: 'claude-code', login_hint: 'ops@example.com' }) {
   const res = await request(url, '/agent/identity', { method: 'POST', body })

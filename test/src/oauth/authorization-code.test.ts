@@ -6,10 +6,10 @@
  * secret, wrong resource).
  */
 import * as oauth from 'oauth4webapi'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
 import { testAdmin } from '../../helpers/service.js'
-import { approve, authorizationUrl, consentRequest, discover, follow, insecure, registerClient, startOAuthService } from '../../helpers/oauth.js'
+import { approve, authorizationUrl, consentRequest, discover, follow, insecure, registerClient, rfcError, startOAuthService } from '../../helpers/oauth.js'
 
 const svc = await startOAuthService(t, { OAUTH_CODE_TTL_S: '2' })
 const url = svc.url
@@ -33,16 +33,6 @@ async function exchange(client: oauth.Client, params: URLSearchParams, verifier:
   return oauth.processAuthorizationCodeResponse(as, client, response)
 }
 
-async function rfcError(t: Test, attempt: Promise<unknown>, error: string, what: string): Promise<void> {
-  try {
-    await attempt
-    t.fail(`${what}: accepted`)
-  } catch (e) {
-    t.ok(e instanceof oauth.ResponseBodyError, `${what}: an RFC 6749 error body`, { error: String(e) })
-    t.equal((e as oauth.ResponseBodyError).error, error, `${what}: ${error}`)
-    t.ok(((e as oauth.ResponseBodyError).error_description ?? '').length > 0, `${what}: error_description`)
-  }
-}
 
 t.test('discovery - the metadata documents describe this service', async (t) => {
   t.equal(as.issuer, url)

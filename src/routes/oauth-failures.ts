@@ -1,0 +1,24 @@
+/**
+ * The per-address failure budget of the public OAuth and agent routes
+ * (OAUTH_FAILURES_PER_ADDRESS in 15 minutes, then 429): an attempt is counted
+ * before it runs, so parallel guesses cannot slip past the check, and given
+ * back unless it failed in a way that looks like guessing.
+ */
+import { ServiceError } from '../../protocol/errors.js'
+import { addressGroup } from '../auth/failure-limiter.js'
+import type { RouteRequest } from '../http/route.js'
+import type { Services } from '../services.js'
+
+export async function withinFailureBudget<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>, isGuess: (error: unknown) => boolean): Promise<T> {
+  const from = addressGroup(req.remoteAddress)
+  const wait = svc.oauthServer.failures.acquire(from)
+  if (wait !== undefined) throw new ServiceError('rate_limited', `too many failed OAuth requests from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
+  try {
+    const result = await attempt()
+    svc.oauthServer.failures.release(from)
+    return result
+  } catch (error) {
+    if (!isGuess(error)) svc.oauthServer.failures.release(from)
+    throw error
+  }
+}
