@@ -425,6 +425,16 @@ export const errorCodes = {
     description:
       'The MCP endpoint refuses requests from a browser page of another site (their Origin is not the service\'s own or one of CORS_ORIGINS). Agents send no Origin; a web client must be served from an allowed origin.',
   },
+  mcp_resource_unknown: {
+    status: 400,
+    description:
+      'An MCP subscriptions/listen named a resource this server does not have (answered in-band as JSON-RPC -32602, before the stream opens). Follow printfarm://printers/{printer_id}, printfarm://print-jobs/{job_id} or printfarm://queue.',
+  },
+  mcp_subscription_limit: {
+    status: 429,
+    description: 'The organization has as many MCP subscriptions/listen streams open as it may (answered in-band as JSON-RPC -32603). Close a stream, or follow more resources with one.',
+    retryable: true,
+  },
   make_not_found: {
     status: 404,
     description: 'No make with that id in this organization (or it is a make of another file). List them with GET /v1/makes?model_file_id=….',

@@ -30,6 +30,12 @@ export interface LiveFeed {
   onLocalRemoval(listener: (removal: LiveRemoval) => void): void
   /** Printer tasks changed through this node (the Redis relay tells the other nodes). */
   onLocalTaskChange(listener: (touched: TaskTouched) => void): void
+  /**
+   * Told of every change this node learns of, its own or relayed from another node: a printer
+   * changed or was removed, a printer task changed, an organization's queue was passed. What the
+   * MCP endpoint's change notifications follow (src/mcp/change-feed.ts).
+   */
+  onOrganizationChange(listener: (change: OrganizationChange) => void): () => void
   /** A printer task changed through another node: read back here if this node follows its host. */
   taskChanged(touched: TaskTouched): void
   /** An organization's queue changed (a pass here or on another node): read back here if this node follows it. */
@@ -42,6 +48,9 @@ export interface LiveFeed {
   printerConfigChanged(organizationId: string, printerId: string): Promise<void>
   close(): void
 }
+
+/** What changed in an organization, as far as a follower of its printers, jobs and queue needs to know. */
+export type OrganizationChange = { organizationId: string; kind: 'printer'; printerId: string } | { organizationId: string; kind: 'task' | 'queue' }
 
 export function createLiveFeed(options: {
   db: Database
@@ -85,12 +94,18 @@ export function createLiveFeed(options: {
   const local = new Set<(change: LiveChange) => void>()
   const removals = new Set<(removal: LiveRemoval) => void>()
   const localTasks = new Set<(touched: TaskTouched) => void>()
+  const organizationChanges = new Set<(change: OrganizationChange) => void>()
+  const organizationChanged = (change: OrganizationChange): void => {
+    for (const listener of organizationChanges) listener(change)
+  }
+  hub.onChange((touched) => organizationChanged({ organizationId: touched.organizationId, kind: 'printer', printerId: touched.printerId }))
   const hostTasks = new HostTaskFeed(hub, options.tasks, options.logger)
   const queueFeed = new QueueFeed(hub, options.queue, options.logger)
   options.tasks.onTaskChange((organizationId, hostId, taskId) => {
     const touched = { organizationId, hostId, taskId }
     hostTasks.changed(touched)
     for (const listener of localTasks) listener(touched)
+    organizationChanged({ organizationId, kind: 'task' })
   })
   const published = options.metrics.counter('live_changes_total', 'Printer changes published to the live feed, by origin (local actors or another node).', ['origin'])
   const fromHere = published.cell({ origin: 'local' })
@@ -116,11 +131,17 @@ export function createLiveFeed(options: {
     onLocalTaskChange(listener) {
       localTasks.add(listener)
     },
+    onOrganizationChange(listener) {
+      organizationChanges.add(listener)
+      return () => organizationChanges.delete(listener)
+    },
     taskChanged(touched) {
       hostTasks.changed(touched)
+      organizationChanged({ organizationId: touched.organizationId, kind: 'task' })
     },
     queueChanged(organizationId) {
       queueFeed.changed(organizationId)
+      organizationChanged({ organizationId, kind: 'queue' })
     },
     async printerConfigChanged(organizationId, printerId) {
       const found = await snapshots.printer(organizationId, printerId)

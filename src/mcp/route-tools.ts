@@ -20,6 +20,8 @@ export interface RouteToolSpec<Svc> {
   route: Route<RouteSchemas, Svc>
   /** Fields the tool sets itself (not arguments), e.g. `{ body: { status: 'cancelled' } }` for cancel. */
   fixed?: { body?: Record<string, unknown> }
+  /** Arguments the route reads from a header (e.g. `idempotency_key` → Idempotency-Key): the header's name and the argument's JSON Schema. */
+  headers?: Record<string, { header: string; schema: Record<string, unknown> & { maxLength: number } }>
   /** Route fields an agent has no use for (a bridge's task credentials, signed-URL parts): not offered. */
   omit?: readonly string[]
   /** The tool changes nothing (annotations.readOnlyHint). */
@@ -33,6 +35,7 @@ export interface ToolResult {
 }
 
 type Part = 'params' | 'query' | 'body'
+type ArgumentPart = Part | 'headers'
 
 /** A JSON Schema object's property names (TypeBox objects; anything else has none we can merge). */
 function propertiesOf(schema: TSchema | undefined): Record<string, TSchema> {
@@ -56,7 +59,7 @@ export class RouteTool<Svc> {
   readonly outputSchema: Record<string, unknown> | undefined
   /** Scopes of which the caller needs one (the route's). */
   readonly scopes: readonly string[]
-  readonly #partOf = new Map<string, Part>()
+  readonly #partOf = new Map<string, ArgumentPart>()
   readonly #validators: Partial<Record<Part, Validator<unknown>>> = {}
 
   constructor(spec: RouteToolSpec<Svc>) {
@@ -86,19 +89,32 @@ export class RouteTool<Svc> {
         required.push(name)
       }
     }
+    for (const [name, { schema }] of Object.entries(spec.headers ?? {})) {
+      if (this.#partOf.has(name)) throw new TypeError(`tool ${spec.name}: header argument ${name} is also a field of ${route.path}`)
+      this.#partOf.set(name, 'headers')
+      properties[name] = schema
+    }
     this.inputSchema = { type: 'object', properties, ...(required.length > 0 ? { required } : {}), additionalProperties: false }
     const ok = Object.entries(route.responses).find(([status]) => Number(status) >= 200 && Number(status) < 300)
     this.outputSchema = ok?.[1].schema === undefined ? undefined : plain(ok[1].schema)
   }
 
   /** The arguments split into the route's parts and validated by its schemas; a ServiceError names what is wrong. */
-  parse(args: unknown): { params: Record<string, string>; query: Record<string, unknown>; body: unknown } {
+  parse(args: unknown): { params: Record<string, string>; query: Record<string, unknown>; body: unknown; headers: Record<string, string> } {
     const input = args === undefined || args === null ? {} : args
     if (typeof input !== 'object' || Array.isArray(input)) throw new ServiceError('validation_failed', 'the arguments must be an object')
     const parts: Record<Part, Record<string, unknown>> = { params: {}, query: {}, body: {} }
+    const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(input)) {
       const part = this.#partOf.get(name)
       if (part === undefined) throw new ServiceError('validation_failed', `unknown argument '${name.slice(0, 60)}'; this tool takes ${[...this.#partOf.keys()].join(', ') || 'no arguments'}`)
+      if (part === 'headers') {
+        const { header, schema } = this.spec.headers![name]!
+        // The route checks the header's content as it would a request's; here only its type and bound.
+        if (typeof value !== 'string' || value.length > schema.maxLength) throw new ServiceError('validation_failed', `${name} must be text of at most ${schema.maxLength} characters`)
+        headers[header] = value
+        continue
+      }
       // Path fields are text on the wire; an agent may well send an id as a number.
       parts[part][name] = part === 'params' && (typeof value === 'number' || typeof value === 'boolean') ? String(value) : value
     }
@@ -107,6 +123,7 @@ export class RouteTool<Svc> {
       params: this.#check('params', parts.params) as Record<string, string>,
       query: this.#check('query', parts.query) as Record<string, unknown>,
       body: body === undefined ? undefined : this.#check('body', body),
+      headers,
     }
   }
 
@@ -114,14 +131,14 @@ export class RouteTool<Svc> {
   async call(args: unknown, principal: Principal, services: Svc, requestId: string): Promise<ToolResult> {
     try {
       this.#allow(principal)
-      const { params, query, body } = this.parse(args)
+      const { params, query, body, headers } = this.parse(args)
       const request: RouteRequest = {
         method: this.spec.route.method,
         path: this.spec.route.path,
         body: body as undefined,
         query: query as Record<string, string>,
         params,
-        headers: {},
+        headers,
         requestId,
         remoteAddress: '',
         principal,

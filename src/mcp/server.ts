@@ -13,9 +13,16 @@ import { createMcpHandler, McpServer, type AuthInfo, type McpHttpHandler, type S
 import type { Principal } from '../http/route.js'
 import type { Services } from '../services.js'
 import { serviceVersion } from '../version.js'
+import { queueHead } from '../queue/queue-view.js'
+import { OrganizationBus } from './change-bus.js'
+import { McpChangeFeed } from './change-feed.js'
 import { farmSummary, farmSummaryOutput } from './farm-summary.js'
+import { registerResources } from './resources.js'
 import type { RouteTool, ToolResult } from './route-tools.js'
 import { routeTools } from './tools.js'
+
+/** Jobs the queue resource's change check compares (the live `queue` topic's head). */
+const queueHeadLength = 100
 
 /** A JSON Schema for tools/list whose validation is left to the tool itself. */
 function described(jsonSchema: Record<string, unknown>): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
@@ -50,24 +57,50 @@ export function principalOf(authInfo: AuthInfo | undefined): Principal | undefin
 export class FarmMcp {
   readonly tools: readonly RouteTool<Services>[]
   readonly handler: McpHttpHandler
+  /** The listen streams, per organization. */
+  readonly bus: OrganizationBus
+  readonly changes: McpChangeFeed
   readonly #services: Services
 
   constructor(services: Services) {
     this.#services = services
     this.tools = routeTools()
-    this.handler = createMcpHandler(({ authInfo }) => this.#server(authInfo), {
+    this.bus = new OrganizationBus((error) => services.logger.warn('mcp: a change notification failed', { error: String(error) }))
+    const { sql } = services.db
+    this.changes = new McpChangeFeed({
+      bus: this.bus,
+      sql,
+      queueHead: (organizationId) => queueHead(sql, organizationId, services.queue.settings, services.clock.now(), queueHeadLength),
+      logger: services.logger,
+    })
+    services.live.onOrganizationChange((change) => this.changes.changed(change))
+    this.handler = createMcpHandler(({ authInfo, era }) => this.#server(authInfo, era), {
       legacy: 'stateless',
       responseMode: 'auto',
+      bus: this.bus,
       maxRequestBodySize: services.config.bodyLimitBytes,
       onerror: (error) => services.logger.warn('mcp request failed', { error }),
     })
   }
 
-  #server(authInfo: AuthInfo | undefined): McpServer {
+  /** The tool of that name (resources are read through the same routes). */
+  tool(name: string): RouteTool<Services> {
+    const tool = this.tools.find((t) => t.spec.name === name)
+    if (tool === undefined) throw new TypeError(`no MCP tool ${name}`)
+    return tool
+  }
+
+  #server(authInfo: AuthInfo | undefined, era: 'legacy' | 'modern'): McpServer {
     const services = this.#services
     const principal = principalOf(authInfo)
     const requestId = String(authInfo?.extra?.['requestId'] ?? '')
-    const server = new McpServer({ name: 'printfarm', title: 'printfarm', version: serviceVersion }, { capabilities: { tools: { listChanged: false } } })
+    // Resource subscriptions need a stream to deliver on: 2026-07-28's subscriptions/listen. The
+    // 2025 protocol's GET stream does not exist on this stateless endpoint, so those clients read.
+    const server = new McpServer(
+      { name: 'printfarm', title: 'printfarm', version: serviceVersion },
+      { capabilities: { tools: { listChanged: false }, resources: { subscribe: era === 'modern', listChanged: false } } },
+    )
+    registerResources(server, { printer: this.tool('get_printer'), job: this.tool('get_print_job'), queue: this.tool('queue_status') }, { principal, services, requestId, challenge: needsOneOf })
     for (const tool of this.tools) {
       const { spec } = tool
       server.registerTool(

@@ -3,7 +3,7 @@
  * summary is a REST route run in-process (src/mcp/route-tools.ts), so its
  * arguments, answer, scope and error codes are the route's.
  */
-import { createPrintJobRoute, changePrintJobStatusRoute, listPrintJobsRoute } from '../routes/print-jobs.js'
+import { createPrintJobRoute, changePrintJobStatusRoute, getPrintJobRoute, listPrintJobsRoute } from '../routes/print-jobs.js'
 import { getPrinterRoute, listPrintersRoute } from '../routes/printers.js'
 import { maintenanceRoute } from '../routes/printer-config.js'
 import { printerReadyRoute } from '../routes/printer-tasks.js'
@@ -43,10 +43,20 @@ const specs: RouteToolSpec<Services>[] = [
     readOnly: true,
   },
   {
+    name: 'get_print_job',
+    title: 'Get a print job',
+    description: 'One print job by its id: status, printer, progress, verification; while it waits, its place in the queue and every reason per printer.',
+    route: r(getPrintJobRoute),
+    readOnly: true,
+  },
+  {
     name: 'create_print_job',
     title: 'Create a print job',
-    description: 'Queue a print of one plate of a model file, optionally as a make with its chosen materials. The queue sends it to a matching printer. Needs an admin.',
+    description:
+      'Queue a print of one plate of a model file, optionally as a make with its chosen materials. The queue sends it to a matching printer. ' +
+      'Give an idempotency_key (any text, 1-200 characters, new per intended print) and a retry after a lost answer returns the job the first call made instead of queueing a second print. Needs an admin.',
     route: r(createPrintJobRoute),
+    headers: { idempotency_key: { header: 'idempotency-key', schema: { type: 'string', minLength: 1, maxLength: 200, description: 'Makes a retry safe: a second call with the same key answers the job the first one created.' } } },
     readOnly: false,
   },
   {
@@ -75,7 +85,8 @@ const specs: RouteToolSpec<Services>[] = [
   {
     name: 'list_model_files',
     title: 'List model files',
-    description: 'Model files with their slicer metadata (plates, filaments, printer profile, print time), filterable by search, tags, printing/queued state.',
+    description:
+      "The files of one model (modelId, from list_models) with their slicer metadata: plates, filaments, printer profile, print time. view is 'active' (the files in use) or 'deleted'; filter further by search, tags, or filters (printing, queued, has_makes, missing_label).",
     route: r(listModelFilesRoute),
     readOnly: true,
   },

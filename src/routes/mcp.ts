@@ -21,7 +21,8 @@ import { bearerAuthChallengeResponse, OAuthError, validateOriginHeader, verifyBe
 import { oauthStanding } from '../auth/authenticate.js'
 import { tokenUse } from '../oauth/access-tokens.js'
 import { defineRoute, type Principal, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
-import { FarmMcp } from '../mcp/server.js'
+import { checkListen, listenRequestOf, type ListenRequest } from '../mcp/listen.js'
+import { FarmMcp, principalOf } from '../mcp/server.js'
 import type { Services } from '../services.js'
 import { ServiceError } from '../../protocol/errors.js'
 
@@ -105,9 +106,62 @@ async function serve(req: RouteRequest, svc: Services): Promise<Reply> {
     const value = req.headers[name]
     if (value !== undefined) headers.set(name, value)
   }
+  const farm = farmOf(svc)
+  const listen = req.method === 'POST' ? listenRequestOf(req.body) : undefined
+  if (listen !== undefined) return serveListen(req, svc, farm, authInfo, headers, listen, resourceMetadataUrl)
   const request = new Request(new URL(req.path, resources.api), { method: req.method, headers, ...(req.signal === undefined ? {} : { signal: req.signal }) })
-  const response = await farmOf(svc).handler.fetch(request, { authInfo, ...(req.method === 'POST' ? { parsedBody: req.body } : {}) })
+  const response = await farm.handler.fetch(request, { authInfo, ...(req.method === 'POST' ? { parsedBody: req.body } : {}) })
   return replyOf(response)
+}
+
+/** How often an open stream checks that its token still stands (person, client, revocation). */
+const standingCheckMs = 60_000
+
+/**
+ * A `subscriptions/listen` stream: checked (src/mcp/listen.ts), then opened by the SDK inside the
+ * organization's scope of the bus. It ends when the client goes, when its access token expires,
+ * or when a periodic check finds the token no longer stands (revoked, person removed, client
+ * disabled); the client listens again with a fresh token.
+ */
+async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, authInfo: AuthInfo, headers: Headers, listen: ListenRequest, resourceMetadataUrl: string): Promise<Reply> {
+  const principal = principalOf(authInfo)
+  if (principal?.kind !== 'oauth') throw new ServiceError('unauthorized', 'an MCP stream needs an OAuth access token')
+  const check = await checkListen(svc.db.sql, principal, listen, farm.bus.streams(principal.organizationId))
+  if (!check.ok && check.kind === 'scope') {
+    const error = new OAuthError('insufficient_scope', `following this resource needs the scope ${check.scope}`)
+    return replyOf(bearerAuthChallengeResponse(error, { requiredScopes: [check.scope, ...authInfo.scopes], resourceMetadataUrl }))
+  }
+  if (!check.ok) return { status: 200, body: { jsonrpc: '2.0', id: listen.id, error: { code: check.code, message: check.message, data: check.data } } }
+  const { scope } = check
+  await farm.changes.started(scope.organizationId, await farm.changes.jobVersions(scope.organizationId, [...scope.jobs]), scope.queue)
+  const ending = new AbortController()
+  const signal = req.signal === undefined ? ending.signal : AbortSignal.any([req.signal, ending.signal])
+  const timers: NodeJS.Timeout[] = []
+  const end = (): void => {
+    for (const timer of timers) clearTimeout(timer)
+    ending.abort()
+  }
+  signal.addEventListener('abort', end, { once: true })
+  if (authInfo.expiresAt !== undefined) timers.push(setTimeout(end, Math.max(0, authInfo.expiresAt * 1000 - Date.now())))
+  const claims = { userId: principal.userId, clientId: principal.clientId, organizationId: principal.organizationId, tokenId: principal.tokenId }
+  timers.push(
+    setInterval(() => {
+      oauthStanding(svc.db.sql, claims).catch((error: unknown) => {
+        if (error instanceof ServiceError) end()
+      })
+    }, standingCheckMs),
+  )
+  for (const timer of timers) timer.unref()
+  const request = new Request(new URL(req.path, svc.oauthServer.resources.api), { method: req.method, headers, signal })
+  try {
+    const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }))
+    // Refused by the SDK (bad filter, its own limit): no stream to watch over.
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) end()
+    return await replyOf(response)
+  } catch (error) {
+    end()
+    throw error
+  }
 }
 
 const description =

@@ -14,6 +14,8 @@ export class TestAuthProvider implements OAuthClientProvider {
   readonly baseUrl: string
   readonly person: { email: string; password: string }
   readonly scope: string | undefined
+  /** The organization the person picks on the consent page (else their first). */
+  readonly organizationId: string | undefined
   readonly redirectUrl = 'http://127.0.0.1:45199/callback'
   /** The callback parameters of the last approval (code, state, iss). */
   callback: URLSearchParams | undefined
@@ -23,10 +25,11 @@ export class TestAuthProvider implements OAuthClientProvider {
   #tokens: Stored<'tokens'> = undefined
   #verifier = ''
 
-  constructor(baseUrl: string, options: { person?: { email: string; password: string }; scope?: string } = {}) {
+  constructor(baseUrl: string, options: { person?: { email: string; password: string }; scope?: string; organizationId?: string } = {}) {
     this.baseUrl = baseUrl
     this.person = options.person ?? testAdmin
     this.scope = options.scope
+    this.organizationId = options.organizationId
   }
 
   get clientMetadata() {
@@ -68,7 +71,7 @@ export class TestAuthProvider implements OAuthClientProvider {
   /** The person approves on the consent page (the handoff path), and the browser lands on the redirect URI. */
   async redirectToAuthorization(url: URL): Promise<void> {
     this.authorizations.push(url)
-    const approval = await approve(this.baseUrl, url, { email: this.person.email, password: this.person.password })
+    const approval = await approve(this.baseUrl, url, { email: this.person.email, password: this.person.password, ...(this.organizationId === undefined ? {} : { organizationId: this.organizationId }) })
     if (approval.location === undefined) throw new Error(`the approval did not redirect: ${approval.status} ${approval.body}`)
     this.callback = approval.location.searchParams
   }

@@ -123,7 +123,7 @@ async function callRefused(t: Test, name: string, args: Record<string, unknown>,
 
 t.test('every tool is listed with an input and an output schema', async (t) => {
   t.same(tools.map((tool) => tool.name).sort(), [
-    'adjust_inventory', 'cancel_print_job', 'create_print_job', 'farm_summary', 'get_file_metadata', 'get_printer', 'list_inventory', 'list_jobs',
+    'adjust_inventory', 'cancel_print_job', 'create_print_job', 'farm_summary', 'get_file_metadata', 'get_print_job', 'get_printer', 'list_inventory', 'list_jobs',
     'list_materials', 'list_model_files', 'list_models', 'list_printers', 'queue_status', 'set_maintenance', 'verify_print',
   ])
   const writes = new Set(['set_maintenance', 'create_print_job', 'cancel_print_job', 'verify_print', 'adjust_inventory'])
@@ -169,6 +169,18 @@ t.test('create_print_job queues the job the route stores; list_jobs answers what
   const { queue, ...stored } = await getJob(created.id)
   t.same(created, stored, 'GET /v1/print-jobs/{id} reads the same job')
   t.match(queue, { reasons: [{ code: 'manual_assignment' }] }, 'waiting for a hand assignment')
+  t.same(await callOk(t, client, 'get_print_job', { id: created.id }), await getJob(created.id), 'get_print_job answers what GET /v1/print-jobs/{id} answers')
+  await callRefused(t, 'get_print_job', { id: 999_999_999 }, 'print_job_not_found', 'a job of nowhere')
+
+  // A retry with the same idempotency_key (a lost answer) is the same job, not a second print.
+  const key = `mcp-${randomUUID()}`
+  const first = await callOk(t, client, 'create_print_job', { name: 'MCP once', model_file_id: fileId, idempotency_key: key, ...handOnly })
+  const retry = await callOk(t, client, 'create_print_job', { name: 'MCP once', model_file_id: fileId, idempotency_key: key, ...handOnly })
+  t.equal(retry.id, first.id, 'the retry answers the job the first call created')
+  const once = await request(url, '/v1/print-jobs', { method: 'POST', headers: admin, body: { search: 'MCP once', limit: 10 } })
+  t.equal(once.json.total, 1, 'one job stored')
+  await callRefused(t, 'create_print_job', { name: 'x', model_file_id: fileId, idempotency_key: 'k'.repeat(201) }, 'validation_failed', 'a key over 200 characters')
+  await callRefused(t, 'create_print_job', { name: 'x', model_file_id: fileId, idempotency_key: 7 }, 'validation_failed', 'a key that is not text')
   await callRefused(t, 'create_print_job', { name: 'x', model_file_id: randomUUID() }, 'file_not_found', 'a file of nowhere')
   await callRefused(t, 'create_print_job', { name: '', model_file_id: fileId }, 'validation_failed', 'an empty name')
 

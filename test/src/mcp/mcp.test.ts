@@ -21,6 +21,7 @@ const toolNames = [
   'get_printer',
   'set_maintenance',
   'list_jobs',
+  'get_print_job',
   'create_print_job',
   'cancel_print_job',
   'queue_status',
