@@ -82,12 +82,20 @@ export class McpChangeFeed {
     return new Map(rows.map((row) => [Number(row.id), row.version]))
   }
 
-  /** A stream starts following: its jobs' and queue's current versions become the ones a change is measured against (unless known already). */
+  /**
+   * A stream starts following (called before it opens): its jobs' and queue's current versions
+   * become the ones a change is measured against. Where another open stream follows the same
+   * resource, its version stays: a change that stream has not been told of yet must still be.
+   */
   async started(organizationId: string, jobs: ReadonlyMap<number, string>, queue: boolean): Promise<void> {
+    const { bus } = this.#o
     let versions = this.#jobVersions.get(organizationId)
     if (versions === undefined) this.#jobVersions.set(organizationId, (versions = new Map()))
-    for (const [id, version] of jobs) if (!versions.has(id)) versions.set(id, version)
-    if (queue && !this.#queueVersions.has(organizationId)) this.#queueVersions.set(organizationId, JSON.stringify(await this.#o.queueHead(organizationId)))
+    const followed = bus.followedJobs(organizationId)
+    for (const [id, version] of jobs) if (!followed.has(id) || !versions.has(id)) versions.set(id, version)
+    if (queue && (!bus.followsQueue(organizationId) || !this.#queueVersions.has(organizationId))) {
+      this.#queueVersions.set(organizationId, JSON.stringify(await this.#o.queueHead(organizationId)))
+    }
   }
 
   changed(change: OrganizationChange): void {

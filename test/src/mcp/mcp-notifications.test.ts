@@ -213,3 +213,26 @@ t.test('mcp listen - a stream ends when its access token expires (the client lis
   const refused = await fetch(`${url}/v1/mcp`, { method: 'POST', headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-protocol-version': '2025-06-18', authorization: `Bearer ${shortLived}` }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' })
   t.equal(refused.status, 401, 'and the expired token opens nothing more')
 })
+
+t.test('mcp listen - a stream that starts following a job changed while nobody followed it is not told of that change', async (t) => {
+  const { client } = await connectAgent(url, new TestAuthProvider(url), 'modern')
+  t.teardown(() => client.close())
+  const counts = heard(client)
+  const staying = await client.listen({ resourceSubscriptions: [printerUri] })
+  const job = await createJob('Followed, then not')
+  const uri = `printfarm://print-jobs/${job}`
+  const brief = await client.listen({ resourceSubscriptions: [uri] })
+  await brief.close()
+  // Changed while no stream follows it (the other stream stays open in the organization).
+  t.equal((await request(url, `/v1/print-jobs/${job}/status`, { method: 'PATCH', headers: admin, body: { status: 'cancelled' } })).status, 200)
+  const marker = await createJob('Marker')
+  const markerUri = `printfarm://print-jobs/${marker}`
+  const late = await client.listen({ resourceSubscriptions: [uri, markerUri] })
+  await send(farm, printer, 'heartbeat', { nozzle_temp: 212 })
+  await waitFor(() => (counts.get(printerUri) ?? 0) >= 1, 'the printer change is heard')
+  // The marker changes after the printer: once it is heard, every check before it has run.
+  t.equal((await request(url, `/v1/print-jobs/${marker}/status`, { method: 'PATCH', headers: admin, body: { status: 'cancelled' } })).status, 200)
+  await waitFor(() => (counts.get(markerUri) ?? 0) >= 1, 'the marker job change is heard')
+  t.notOk(counts.has(uri), 'the job, unchanged since the stream started, is not announced')
+  await Promise.all([staying.close(), late.close()])
+})
