@@ -22,7 +22,7 @@
 import type { Sql } from 'postgres'
 import type { OrganizationChange } from '../live/index.js'
 import type { Logger } from '../log.js'
-import type { OrganizationBus } from './change-bus.js'
+import type { ListenScope, OrganizationBus } from './change-bus.js'
 import { jobUri, printerUri, queueUri } from './resources.js'
 
 export interface ChangeFeedOptions {
@@ -68,6 +68,8 @@ export class McpChangeFeed {
   readonly #jobVersions = new Map<string, Map<number, string>>()
   /** Per organization, the queue head as last seen. */
   readonly #queueVersions = new Map<string, string>()
+  readonly #checking = new Set<string>()
+  readonly #checkAgain = new Set<string>()
 
   constructor(options: ChangeFeedOptions) {
     this.#o = options
@@ -109,28 +111,59 @@ export class McpChangeFeed {
       const uri = printerUri(change.printerId)
       this.#throttle.run(`${org} ${uri}`, () => bus.deliver(org, uri))
     }
-    if (bus.followedJobs(org).size > 0) this.#throttle.run(`${org} jobs`, () => void this.#checkJobs(org))
+    if (bus.followedJobs(org).size > 0) this.#throttle.run(`${org} jobs`, () => this.#checkJobsSoon(org))
     if (change.kind !== 'printer' && bus.followsQueue(org)) this.#throttle.run(`${org} queue`, () => void this.#checkQueue(org))
   }
 
+  /** One check of an organization's jobs at a time; a change arriving meanwhile makes one more after it. */
+  #checkJobsSoon(organizationId: string): void {
+    if (this.#checking.has(organizationId)) {
+      this.#checkAgain.add(organizationId)
+      return
+    }
+    this.#checking.add(organizationId)
+    void (async () => {
+      try {
+        do {
+          this.#checkAgain.delete(organizationId)
+          await this.#checkJobs(organizationId)
+        } while (this.#checkAgain.has(organizationId))
+      } finally {
+        this.#checking.delete(organizationId)
+      }
+    })()
+  }
+
   async #checkJobs(organizationId: string): Promise<void> {
-    const followed = this.#o.bus.followedJobs(organizationId)
-    if (followed.size === 0) return
+    const ids = [...this.#o.bus.followedJobs(organizationId).keys()]
+    if (ids.length === 0) return
     try {
-      const now = await this.jobVersions(organizationId, [...followed])
+      const now = await this.jobVersions(organizationId, ids)
       let versions = this.#jobVersions.get(organizationId)
       if (versions === undefined) this.#jobVersions.set(organizationId, (versions = new Map()))
-      for (const id of followed) {
+      // Followed now, after the read: a stream opened meanwhile keeps the version it started from.
+      const followed = this.#o.bus.followedJobs(organizationId)
+      for (const id of ids) {
+        if (!followed.has(id)) continue
         const version = now.get(id) ?? ''
         const before = versions.get(id)
         versions.set(id, version)
         if (before !== undefined && before !== version) this.#o.bus.deliver(organizationId, jobUri(id))
       }
-      // Jobs nobody follows any more are forgotten.
-      for (const id of versions.keys()) if (!followed.has(id)) versions.delete(id)
     } catch (error) {
       this.#o.logger.warn('mcp: reading followed print jobs failed', { organizationId, error: String(error) })
     }
+  }
+
+  /** A stream ended: the versions of what nobody follows any more are forgotten. */
+  closed(scope: ListenScope): void {
+    const org = scope.organizationId
+    const { bus } = this.#o
+    if (bus.streams(org) === 0) return this.#forget(org)
+    const versions = this.#jobVersions.get(org)
+    const followed = bus.followedJobs(org)
+    if (versions !== undefined) for (const id of scope.jobs) if (!followed.has(id)) versions.delete(id)
+    if (scope.queue && !bus.followsQueue(org)) this.#queueVersions.delete(org)
   }
 
   async #checkQueue(organizationId: string): Promise<void> {

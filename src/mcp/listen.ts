@@ -16,18 +16,27 @@ import { resourceOf, scopeOf } from './resources.js'
 
 /** URIs one stream may follow. */
 export const maxListenUris = 500
-/** Streams open at once per organization (the SDK's own bound, 1,024, is the whole node's). */
+/** Streams open at once on one node, per organization and per person. */
 export const maxListenStreamsPerOrganization = 100
+export const maxListenStreamsPerPerson = 20
+/** Different print jobs an organization's streams follow at once on one node (each change re-reads them). */
+export const maxFollowedJobsPerOrganization = 2_000
 
 export interface ListenRequest {
   id: string | number
   uris: readonly string[]
 }
 
-export type ListenCheck =
-  | { ok: true; scope: ListenScope }
-  | { ok: false; kind: 'error'; code: number; message: string; data: { error: string; uri?: string } }
-  | { ok: false; kind: 'scope'; scope: string }
+/** A refusal answered in-band, as a JSON-RPC error before the stream opens. */
+export interface ListenRefusal {
+  ok: false
+  kind: 'error'
+  code: number
+  message: string
+  data: { error: string; uri?: string }
+}
+
+export type ListenCheck = { ok: true; scope: ListenScope } | ListenRefusal | { ok: false; kind: 'scope'; scope: string }
 
 /** The listen request in a POST body, if it is one (its shape is the SDK's to check). */
 export function listenRequestOf(body: unknown): ListenRequest | undefined {
@@ -40,11 +49,14 @@ export function listenRequestOf(body: unknown): ListenRequest | undefined {
 
 const invalid = (message: string, error: string, uri?: string): ListenCheck => ({ ok: false, kind: 'error', code: -32602, message, data: { error, ...(uri === undefined ? {} : { uri }) } })
 
-export async function checkListen(sql: Sql, principal: Principal, request: ListenRequest, openStreams: number): Promise<ListenCheck> {
+/** The refusal of a stream over the limits (the SDK's own answer to its limit, with our code). */
+export function listenLimitReached(message = `at most ${maxListenStreamsPerPerson} streams per person and ${maxListenStreamsPerOrganization} per organization are open at once on this node; close one, or follow more resources with one`): ListenRefusal {
+  return { ok: false, kind: 'error', code: -32603, message: `Subscription limit reached: ${message}`, data: { error: 'mcp_subscription_limit' } }
+}
+
+/** `followedJobs`: the jobs the organization's open streams follow already. */
+export async function checkListen(sql: Sql, principal: Principal, request: ListenRequest, followedJobs: ReadonlyMap<number, number>): Promise<ListenCheck> {
   if (principal.kind !== 'oauth') throw new ServiceError('unauthorized', 'an MCP stream needs an OAuth token')
-  if (openStreams >= maxListenStreamsPerOrganization) {
-    return { ok: false, kind: 'error', code: -32603, message: `Subscription limit reached: ${maxListenStreamsPerOrganization} streams are open for this organization; close one first`, data: { error: 'mcp_subscription_limit' } }
-  }
   if (request.uris.length > maxListenUris) return invalid(`a stream follows at most ${maxListenUris} resources; this one names ${request.uris.length}`, 'validation_failed')
   const printers = new Set<string>()
   const jobs = new Set<number>()
@@ -61,6 +73,10 @@ export async function checkListen(sql: Sql, principal: Principal, request: Liste
     else queue = true
   }
   const organizationId = principal.organizationId
+  const newJobs = [...jobs].filter((id) => !followedJobs.has(id)).length
+  if (followedJobs.size + newJobs > maxFollowedJobsPerOrganization) {
+    return listenLimitReached(`this organization's streams follow ${followedJobs.size} print jobs on this node, at most ${maxFollowedJobsPerOrganization} at once`)
+  }
   // Ids of another organization are refused exactly as unknown ones: nothing says they exist.
   if (printers.size > 0) {
     const found = new Set((await sql<{ id: string }[]>`select id::text from printers where organization_id = ${organizationId} and id = any(${[...printers]}::uuid[])`).map((r) => r.id))
@@ -72,5 +88,5 @@ export async function checkListen(sql: Sql, principal: Principal, request: Liste
     const missing = [...jobs].find((id) => !found.has(id))
     if (missing !== undefined) return invalid(`no print job ${missing} in this organization`, 'print_job_not_found', `printfarm://print-jobs/${missing}`)
   }
-  return { ok: true, scope: { organizationId, printers, jobs, queue } }
+  return { ok: true, scope: { organizationId, userId: principal.userId, printers, jobs, queue } }
 }

@@ -65,7 +65,10 @@ export class FarmMcp {
   constructor(services: Services) {
     this.#services = services
     this.tools = routeTools()
-    this.bus = new OrganizationBus((error) => services.logger.warn('mcp: a change notification failed', { error: String(error) }))
+    this.bus = new OrganizationBus(
+      (error) => services.logger.warn('mcp: a change notification failed', { error: String(error) }),
+      (scope) => this.changes.closed(scope),
+    )
     const { sql } = services.db
     this.changes = new McpChangeFeed({
       bus: this.bus,
@@ -78,6 +81,8 @@ export class FarmMcp {
       legacy: 'stateless',
       responseMode: 'auto',
       bus: this.bus,
+      // The node's bound; organizations and people have their own, lower (src/mcp/listen.ts).
+      maxSubscriptions: 10_000,
       maxRequestBodySize: services.config.bodyLimitBytes,
       onerror: (error) => services.logger.warn('mcp request failed', { error }),
     })

@@ -54,7 +54,8 @@ const specs: RouteToolSpec<Services>[] = [
     title: 'Create a print job',
     description:
       'Queue a print of one plate of a model file, optionally as a make with its chosen materials. The queue sends it to a matching printer. ' +
-      'Give an idempotency_key (any text, 1-200 characters, new per intended print) and a retry after a lost answer returns the job the first call made instead of queueing a second print. Needs an admin.',
+      'Give an idempotency_key (any text, 1-200 characters, new per intended print) and a retry after a lost answer returns the job the first call made instead of queueing a second print ' +
+      '(whatever the retry\'s other arguments say: use a new key for a new print). Needs an admin.',
     route: r(createPrintJobRoute),
     headers: { idempotency_key: { header: 'idempotency-key', schema: { type: 'string', minLength: 1, maxLength: 200, description: 'Makes a retry safe: a second call with the same key answers the job the first one created.' } } },
     readOnly: false,

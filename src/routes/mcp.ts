@@ -17,18 +17,19 @@
 import { Readable } from 'node:stream'
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web'
 import { Type } from '@sinclair/typebox'
-import { bearerAuthChallengeResponse, OAuthError, validateOriginHeader, verifyBearerToken, type AuthInfo } from '@modelcontextprotocol/server'
+import { bearerAuthChallengeResponse, isLegacyRequest, OAuthError, validateOriginHeader, verifyBearerToken, type AuthInfo } from '@modelcontextprotocol/server'
 import { oauthStanding } from '../auth/authenticate.js'
 import { tokenUse } from '../oauth/access-tokens.js'
 import { defineRoute, type Principal, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
-import { checkListen, listenRequestOf, type ListenRequest } from '../mcp/listen.js'
+import type { ListenScope } from '../mcp/change-bus.js'
+import { checkListen, listenLimitReached, listenRequestOf, maxListenStreamsPerOrganization, maxListenStreamsPerPerson, type ListenRefusal, type ListenRequest } from '../mcp/listen.js'
 import { FarmMcp, principalOf } from '../mcp/server.js'
 import type { Services } from '../services.js'
 import { ServiceError } from '../../protocol/errors.js'
 
-/** One MCP server per running service (tests start several in one process). */
+/** One MCP server per running service (tests start several in one process, and look at its streams). */
 const farms = new WeakMap<Services, FarmMcp>()
-function farmOf(svc: Services): FarmMcp {
+export function farmOf(svc: Services): FarmMcp {
   let farm = farms.get(svc)
   if (farm === undefined) farms.set(svc, (farm = new FarmMcp(svc)))
   return farm
@@ -107,61 +108,92 @@ async function serve(req: RouteRequest, svc: Services): Promise<Reply> {
     if (value !== undefined) headers.set(name, value)
   }
   const farm = farmOf(svc)
+  // A listen that opens a stream: 2026-07-28 (the 2025 protocol has none: the SDK answers it) and some resource to follow.
   const listen = req.method === 'POST' ? listenRequestOf(req.body) : undefined
-  if (listen !== undefined) return serveListen(req, svc, farm, authInfo, headers, listen, resourceMetadataUrl)
+  if (listen !== undefined && listen.uris.length > 0 && !(await isLegacyRequest(new Request(new URL(req.path, resources.api), { method: 'POST', headers }), { parsedBody: req.body }))) {
+    return serveListen(req, svc, farm, authInfo, headers, listen, resourceMetadataUrl)
+  }
   const request = new Request(new URL(req.path, resources.api), { method: req.method, headers, ...(req.signal === undefined ? {} : { signal: req.signal }) })
   const response = await farm.handler.fetch(request, { authInfo, ...(req.method === 'POST' ? { parsedBody: req.body } : {}) })
   return replyOf(response)
 }
 
-/** How often an open stream checks that its token still stands (person, client, revocation). */
+/** How often an open stream checks that its token still stands (person, client, revocation, scopes). */
 const standingCheckMs = 60_000
+/** Standing checks that may fail on the store in a row before the stream is ended (fail closed). */
+const standingCheckFailures = 3
 
 /**
- * A `subscriptions/listen` stream: checked (src/mcp/listen.ts), then opened by the SDK inside the
- * organization's scope of the bus. It ends when the client goes, when its access token expires,
- * or when a periodic check finds the token no longer stands (revoked, person removed, client
- * disabled); the client listens again with a fresh token.
+ * A `subscriptions/listen` stream (2026-07-28): a place is reserved under the limits at once, the
+ * request checked (src/mcp/listen.ts), then the SDK opens the stream inside the organization's
+ * scope of the bus. A listen the SDK serves otherwise (a 2025-era request, no resource to follow)
+ * goes to it unchecked: it opens no stream. An open stream ends when the client goes, when its
+ * access token expires, or when a periodic check finds the token no longer stands or no longer
+ * has the scopes the stream needs; the client listens again with a fresh token.
  */
 async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, authInfo: AuthInfo, headers: Headers, listen: ListenRequest, resourceMetadataUrl: string): Promise<Reply> {
   const principal = principalOf(authInfo)
   if (principal?.kind !== 'oauth') throw new ServiceError('unauthorized', 'an MCP stream needs an OAuth access token')
-  const check = await checkListen(svc.db.sql, principal, listen, farm.bus.streams(principal.organizationId))
-  if (!check.ok && check.kind === 'scope') {
-    const error = new OAuthError('insufficient_scope', `following this resource needs the scope ${check.scope}`)
-    return replyOf(bearerAuthChallengeResponse(error, { requiredScopes: [check.scope, ...authInfo.scopes], resourceMetadataUrl }))
+  const org = principal.organizationId
+  const release = farm.bus.reserve([
+    { key: `o ${org}`, limit: maxListenStreamsPerOrganization, open: farm.bus.streams(org) },
+    { key: `p ${org} ${principal.userId}`, limit: maxListenStreamsPerPerson, open: farm.bus.streamsOf(org, principal.userId) },
+  ])
+  if (release === undefined) return listenRefusal(listen, listenLimitReached())
+  try {
+    const check = await checkListen(svc.db.sql, principal, listen, farm.bus.followedJobs(org))
+    if (!check.ok && check.kind === 'scope') {
+      const error = new OAuthError('insufficient_scope', `following this resource needs the scope ${check.scope}`)
+      return replyOf(bearerAuthChallengeResponse(error, { requiredScopes: [check.scope, ...authInfo.scopes], resourceMetadataUrl }))
+    }
+    if (!check.ok) return listenRefusal(listen, check)
+    const { scope } = check
+    await farm.changes.started(org, await farm.changes.jobVersions(org, [...scope.jobs]), scope.queue)
+    const ending = new AbortController()
+    const signal = req.signal === undefined ? ending.signal : AbortSignal.any([req.signal, ending.signal])
+    const request = new Request(new URL(req.path, svc.oauthServer.resources.api), { method: req.method, headers, signal })
+    const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }))
+    const reply = await replyOf(response)
+    if (reply.stream !== undefined) watchStream(svc, reply.stream.body, ending, signal, principal, scope, authInfo.expiresAt)
+    return reply
+  } finally {
+    // The stream, if one opened, registered synchronously inside fetch: it counts as open from here.
+    release()
   }
-  if (!check.ok) return { status: 200, body: { jsonrpc: '2.0', id: listen.id, error: { code: check.code, message: check.message, data: check.data } } }
-  const { scope } = check
-  await farm.changes.started(scope.organizationId, await farm.changes.jobVersions(scope.organizationId, [...scope.jobs]), scope.queue)
-  const ending = new AbortController()
-  const signal = req.signal === undefined ? ending.signal : AbortSignal.any([req.signal, ending.signal])
+}
+
+/** Ends an open stream at its token's expiry, or when the token no longer stands; everything stops when the stream closes. */
+function watchStream(svc: Services, body: Readable, ending: AbortController, signal: AbortSignal, principal: Principal & { kind: 'oauth' }, scope: ListenScope, expiresAt: number | undefined): void {
   const timers: NodeJS.Timeout[] = []
   const end = (): void => {
     for (const timer of timers) clearTimeout(timer)
+    timers.length = 0
     ending.abort()
   }
-  signal.addEventListener('abort', end, { once: true })
-  if (authInfo.expiresAt !== undefined) timers.push(setTimeout(end, Math.max(0, authInfo.expiresAt * 1000 - Date.now())))
+  body.once('close', end)
+  if (signal.aborted || body.destroyed) return end()
+  if (expiresAt !== undefined) timers.push(setTimeout(end, Math.max(0, expiresAt * 1000 - Date.now())))
+  const needs = [...(scope.printers.size > 0 ? ['printers:read'] : []), ...(scope.jobs.size > 0 || scope.queue ? ['print-jobs:read'] : [])]
   const claims = { userId: principal.userId, clientId: principal.clientId, organizationId: principal.organizationId, tokenId: principal.tokenId }
+  let failures = 0
   timers.push(
     setInterval(() => {
-      oauthStanding(svc.db.sql, claims).catch((error: unknown) => {
-        if (error instanceof ServiceError) end()
-      })
+      oauthStanding(svc.db.sql, claims).then(
+        (standing) => {
+          failures = 0
+          if (needs.some((s) => !standing.clientScopes.includes(s))) end()
+        },
+        (error: unknown) => {
+          if (error instanceof ServiceError || ++failures >= standingCheckFailures) end()
+        },
+      )
     }, standingCheckMs),
   )
   for (const timer of timers) timer.unref()
-  const request = new Request(new URL(req.path, svc.oauthServer.resources.api), { method: req.method, headers, signal })
-  try {
-    const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }))
-    // Refused by the SDK (bad filter, its own limit): no stream to watch over.
-    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) end()
-    return await replyOf(response)
-  } catch (error) {
-    end()
-    throw error
-  }
+}
+
+function listenRefusal(listen: ListenRequest, check: ListenRefusal): Reply {
+  return { status: 200, body: { jsonrpc: '2.0', id: listen.id, error: { code: check.code, message: check.message, data: check.data } } }
 }
 
 const description =

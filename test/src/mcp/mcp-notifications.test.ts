@@ -15,6 +15,7 @@ import { request } from '../../helpers/http.js'
 import { connectAgent, TestAuthProvider } from '../../helpers/mcp.js'
 import { startOAuthService } from '../../helpers/oauth.js'
 import { until } from '../../helpers/poll.js'
+import { farmOf } from '../../../src/routes/mcp.js'
 
 const svc = await startOAuthService(t)
 const url = svc.url
@@ -236,3 +237,43 @@ t.test('mcp listen - a stream that starts following a job changed while nobody f
   t.notOk(counts.has(uri), 'the job, unchanged since the stream started, is not announced')
   await Promise.all([staying.close(), late.close()])
 })
+
+t.test('mcp listen - streams opened at once by one person stop at the per-person limit (20), each refused one says so', async (t) => {
+  const provider = new TestAuthProvider(url)
+  await (await connectAgent(url, provider)).client.close()
+  const token = provider.accessToken!
+  const controllers: AbortController[] = []
+  t.teardown(() => controllers.forEach((c) => c.abort()))
+  const open = async (n: number): Promise<string> => {
+    const controller = new AbortController()
+    controllers.push(controller)
+    const res = await fetch(`${url}/v1/mcp`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen', authorization: `Bearer ${token}` },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: `listen:${n}`,
+        method: 'subscriptions/listen',
+        params: { notifications: { resourceSubscriptions: [printerUri] }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } },
+      }),
+    })
+    if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return 'stream'
+    const body = (await res.json()) as { error?: { data?: { error?: string } } }
+    return body.error?.data?.error ?? `status ${res.status}`
+  }
+  const outcomes = await Promise.all(Array.from({ length: 26 }, (_, n) => open(n)))
+  t.equal(outcomes.filter((o) => o === 'stream').length, 20, 'twenty streams open')
+  t.equal(outcomes.filter((o) => o === 'mcp_subscription_limit').length, 6, 'the others are refused with mcp_subscription_limit')
+  controllers.forEach((c) => c.abort())
+  // Closed streams give their places back.
+  await waitFor(() => svcStreams() === 0, 'the closed streams are gone')
+  t.equal(await open(99), 'stream', 'a new stream opens once the others closed')
+})
+
+/** Streams open on the service (what the per-organization limit counts). */
+function svcStreams(): number {
+  let n = 0
+  for (const org of [farm.orgId, otherOrg]) n += farmOf(svc.services).bus.streams(org)
+  return n
+}
