@@ -54,6 +54,8 @@ export class Exchange implements RequestLifecycle {
   apiKeyId: string | undefined = undefined
   aborted = false
   done = false
+  /** Answered inside uWS's request callback: no abort handler is needed (nor may one be added then). */
+  endedInCallback = false
   onAbort: (() => void) | undefined = undefined
   #remoteAddress: string | undefined
   /** The response, plus one for a handler while it runs. */
@@ -90,31 +92,26 @@ export class Exchange implements RequestLifecycle {
     this.#release()
   }
 
-  send(status: number, payload: string | Uint8Array | undefined, contentType: string | undefined, extra: Iterable<[string, string]>, closeAfter: boolean): void {
+  send(status: number, payload: string | Uint8Array | undefined, contentType: string | undefined, extra: readonly (readonly [string, string])[], closeAfter: boolean): void {
     if (this.aborted || this.done) return
     // Everything is checked before the first write: a bad header must not leave half a response on the wire.
-    const headers: [string, string][] = []
-    if (contentType !== undefined && payload !== undefined) headers.push(['content-type', contentType])
-    headers.push(['x-request-id', this.requestId])
-    if (this.origin !== undefined || this.host.cors.variesByOrigin) headers.push(...this.host.cors.responseHeaders(this.origin))
-    for (const [name, value] of extra) {
-      const text = String(value)
-      // RFC 9110 §5.5: CR and LF never appear in a field value; letting one through would let a value forge headers.
-      if (/[\r\n]/.test(name) || /[\r\n]/.test(text)) throw new TypeError(`header ${JSON.stringify(name)} has a line break in its name or value`)
-      headers.push([name, text])
+    for (const [name, value] of extra) checkHeader(name, value)
+    // Written by one module-level function rather than a closure per response (bench/http-floor).
+    writing = this
+    outStatus = status
+    outPayload = payload
+    outContentType = contentType
+    outExtra = extra
+    outClose = closeAfter || this.host.draining
+    try {
+      // Inside uWS's own request callback the response is corked already; later (after an await) it is not.
+      if (this.res === corkedByUws) writeResponse()
+      else this.res.cork(writeResponse)
+    } finally {
+      writing = undefined
+      outPayload = undefined
+      outExtra = noHeaders
     }
-    const res = this.res
-    const close = closeAfter || this.host.draining
-    res.cork(() => {
-      res.writeStatus(statusLine(status))
-      for (const [name, value] of headers) res.writeHeader(name, value)
-      // This uWS build: endWithoutBody() sends no length, (0, true) a zero length with close; a bodiless
-      // reply of another status is an empty body.
-      if (status === 204 || status === 304) close ? res.endWithoutBody(0, true) : res.endWithoutBody()
-      else if (payload === undefined) res.end('', close)
-      else if (this.method === 'HEAD') res.endWithoutBody(typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close)
-      else res.end(payload, close)
-    })
     this.#finish(status)
   }
 
@@ -153,6 +150,7 @@ export class Exchange implements RequestLifecycle {
         if (this.method === 'HEAD') res.endWithoutBody(size, close)
         else res.end('', close)
       })
+      this.endedInCallback = res === corkedByUws && this.method !== 'HEAD'
       return this.#finish(status)
     }
     this.#openStream(status, headers, body)
@@ -299,6 +297,61 @@ export class Exchange implements RequestLifecycle {
 }
 
 const noHeaders: readonly [string, string][] = []
+
+/** RFC 9110 §5.5: CR and LF never appear in a field value; letting one through would let a value forge headers. */
+function checkHeader(name: string, value: unknown): void {
+  const text = String(value)
+  if (/[\r\n]/.test(name) || /[\r\n]/.test(text)) throw new TypeError(`header ${JSON.stringify(name)} has a line break in its name or value`)
+}
+
+// Header names and the usual values as bytes: uWS copies a JS string into UTF-8 on every call, bytes it takes as they are.
+const contentTypeName = Buffer.from('content-type')
+const requestIdName = Buffer.from('x-request-id')
+const valueBytes = new Map<string, Buffer>()
+function bytesOf(value: string): Buffer | string {
+  const known = valueBytes.get(value)
+  if (known !== undefined) return known
+  // Content types are few (the routes'); anything beyond that is written as the string it is.
+  if (valueBytes.size >= 64) return value
+  const bytes = Buffer.from(value)
+  valueBytes.set(value, bytes)
+  return bytes
+}
+
+/** The response whose uWS request callback is running (synchronously): uWS has corked it already. */
+let corkedByUws: HttpResponse | undefined
+export function requestCallbackOf(res: HttpResponse | undefined): void {
+  corkedByUws = res
+}
+
+// The response being written by writeResponse (inside res.cork, which calls it at once).
+let writing: Exchange | undefined
+let outStatus = 200
+let outPayload: string | Uint8Array | undefined
+let outContentType: string | undefined
+let outExtra: readonly (readonly [string, string])[] = noHeaders
+let outClose = false
+
+function writeResponse(): void {
+  const exchange = writing!
+  const res = exchange.res
+  const status = outStatus
+  const payload = outPayload
+  const close = outClose
+  // uWS sends 200 OK unless told otherwise: one native call less on most responses.
+  if (status !== 200) res.writeStatus(statusLine(status))
+  if (outContentType !== undefined && payload !== undefined) res.writeHeader(contentTypeName, bytesOf(outContentType))
+  res.writeHeader(requestIdName, exchange.requestId)
+  if (exchange.origin !== undefined || exchange.host.cors.variesByOrigin) for (const [name, value] of exchange.host.cors.responseHeaders(exchange.origin)) res.writeHeader(name, value)
+  for (const [name, value] of outExtra) res.writeHeader(name, String(value))
+  // This uWS build: endWithoutBody() sends no length, (0, true) a zero length with close; a bodiless
+  // reply of another status is an empty body.
+  if (status === 204 || status === 304) close ? res.endWithoutBody(0, true) : res.endWithoutBody()
+  else if (payload === undefined) res.end('', close)
+  else if (exchange.method === 'HEAD') res.endWithoutBody(typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength, close)
+  else res.end(payload, close)
+  exchange.endedInCallback = res === corkedByUws
+}
 /** Refusals of what the request says (not of who sends it) that a route may answer with its own code. */
 const requestFaults: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['validation_failed', 'invalid_json', 'invalid_unicode', 'body_required'])
 const errorOnlyStatuses = new Set([400, 404, 500])

@@ -211,9 +211,15 @@ t.test('queue on two nodes - jobs created through both nodes are dispatched once
     if (i >= printerCount && i % 2 === 1) await freeOne()
   }
   // Then free printers until every job has gone out once (each cancel frees one; the queue fills it).
+  // Both counts from one snapshot: read apart, a pass between them made the loop free a printer no job then waited for.
+  const counts = async () =>
+    (await sql<{ queued: number; dispatching: number }[]>`
+      select (count(*) filter (where status = 'queued'))::int as queued, (count(*) filter (where status = 'dispatching'))::int as dispatching
+      from print_jobs where organization_id = ${orgId}`)[0]!
   await until(async () => {
-    if ((await count('queued')) === 0) return true
-    if ((await count('dispatching')) === printerCount) await freeOne()
+    const now = await counts()
+    if (now.queued === 0) return true
+    if (now.dispatching === printerCount) await freeOne()
     return false
   }, 'every job to be dispatched', 40_000)
 
