@@ -73,7 +73,9 @@ async function measureService() {
   const port = await freePort()
   const mqttPort = await freePort()
   const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
-  const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+  // BENCH_NODE_ARGS: extra flags for the server process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
+  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean)
+  const child = startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
     PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', MQTT_PORT: String(mqttPort), MQTT_URL: undefined, REDIS_URL: undefined,
     DATABASE_URL: databaseUrl, DATABASE_SCHEMA: schema, PRINTFARM_ADMIN_EMAIL: admin.email, PRINTFARM_ADMIN_PASSWORD: admin.password,
   })

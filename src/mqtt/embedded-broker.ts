@@ -18,6 +18,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type Server, type Socket } from 'node:net'
 import { Aedes, type AuthenticateError, type Client } from 'aedes'
+import { indexedMemoryPersistence } from './retained-index.js'
 import { baseTopic, displayTopicAccess, topicRoot } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
 import { StartupProblem } from '../startup/problems.js'
@@ -74,6 +75,7 @@ export async function startEmbeddedBroker(host: string, port: number, logger: Lo
   const refuse = (done: (error: AuthenticateError | null, success: boolean | null) => void) =>
     done(Object.assign(new Error('bad user name or password'), { returnCode: BAD_USERNAME_OR_PASSWORD }) as AuthenticateError, false)
   const broker = await Aedes.createBroker({
+    persistence: indexedMemoryPersistence() as never,
     authenticate: (client, user, pass, done) => {
       if (user === username) {
         const ok = pass !== undefined && pass.length === expected.length && timingSafeEqual(pass, expected)
