@@ -103,10 +103,9 @@ export class McpChangeFeed {
   changed(change: OrganizationChange): void {
     const { bus } = this.#o
     const org = change.organizationId
-    if (bus.streams(org) === 0) {
-      this.#forget(org)
-      return
-    }
+    // Versions are forgotten when streams end (closed()), not here: a stream about to open has
+    // recorded its own already.
+    if (bus.streams(org) === 0) return
     if (change.kind === 'printer' && bus.followsPrinter(org, change.printerId)) {
       const uri = printerUri(change.printerId)
       this.#throttle.run(`${org} ${uri}`, () => bus.deliver(org, uri))

@@ -155,6 +155,8 @@ async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, auth
     const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }))
     const reply = await replyOf(response)
     if (reply.stream !== undefined) watchStream(svc, reply.stream.body, ending, signal, principal, scope, authInfo.expiresAt)
+    // Refused by the SDK after all: what it would have followed is forgotten again.
+    else farm.changes.closed(scope)
     return reply
   } finally {
     // The stream, if one opened, registered synchronously inside fetch: it counts as open from here.
