@@ -297,7 +297,10 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, queue: (organizationId) => queueHead(core.db.sql, organizationId, core.queue.settings, core.clock.now(), liveQueueLength), checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
   // Display frames come from the node that runs the display's actor (relayed to the others below).
-  core.displayNode.onLiveChange((organizationId, display) => feed.hub.displayChanged(organizationId, display))
+  core.displayNode.onLiveChange(
+    (organizationId, display) => feed.hub.displayChanged(organizationId, display),
+    (organizationId) => feed.hub.follows(organizationId, 'displays'),
+  )
   // The queue follows the printers: this node's changes here, other nodes' through the relay below.
   // A change without events (configuration, presence) may be one the queue reads but the live view does not show (enabled).
   const queueFollows = (change: LiveChange) =>

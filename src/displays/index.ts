@@ -42,8 +42,8 @@ export interface DisplayNode {
   readonly feed: StatusFeed
   /** A display was registered, renamed, changed its pixels or was rebound: its status feed and its live view follow. */
   changed(organizationId: string, displayId: string): void
-  /** Committed display changes, as the live feed's `displays` topic shows them. */
-  onLiveChange(listener: DisplayLiveListener): () => void
+  /** Committed display changes, as the live feed's `displays` topic shows them; `wants` says whether the listener needs an organization's now. */
+  onLiveChange(listener: DisplayLiveListener, wants?: (organizationId: string) => boolean): () => void
   /** Deletes a display: credential revoked and disconnected, retained messages removed. */
   remove(organizationId: string, displayId: string): Promise<void>
   /** SPEC group L: through the display's actor, on whichever node owns it. */
@@ -162,7 +162,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     assign: (displayId, request) => route(displayId, 'display.assign', { displayId, request }, () => runtime.assign(displayId, request)),
     retry: (displayId, organizationId) => route(displayId, 'display.retry', { displayId, organizationId }, () => runtime.retry(displayId, organizationId)),
     rebind: (displayId, organizationId) => route(displayId, 'display.rebind', { displayId, organizationId }, () => runtime.rebind(displayId, organizationId)),
-    onLiveChange: (listener) => liveChanges.onChange(listener),
+    onLiveChange: (listener, wants) => liveChanges.onChange(listener, wants),
     async remove(organizationId, displayId) {
       const removed = await store.remove(organizationId, displayId)
       if (owns(displayId)) await runtime.forget(displayId)

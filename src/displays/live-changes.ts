@@ -7,7 +7,10 @@
  *
  * Per display, one read at a time: changes arriving meanwhile are coalesced
  * into one more read (latest wins). Publication bookkeeping is filtered out
- * before it gets here (src/displays/index.ts), so no read is spent on it.
+ * before it gets here (src/displays/index.ts), and a change nobody wants
+ * (no dashboard on this node follows the organization's displays, no other
+ * node to tell) is not read at all: a subscription that starts later reads
+ * its snapshot from the store.
  */
 import type { Logger } from '../log.js'
 import type { DisplayLive, DisplayStore } from './display-store.js'
@@ -17,7 +20,8 @@ export type DisplayLiveListener = (organizationId: string, display: DisplayLive 
 export class DisplayLiveChanges {
   readonly #store: DisplayStore
   readonly #logger: Logger
-  readonly #listeners = new Set<DisplayLiveListener>()
+  /** Each listener, with whether it wants an organization's changes now (a read is spent only if one does). */
+  readonly #listeners = new Map<DisplayLiveListener, (organizationId: string) => boolean>()
   readonly #reading = new Set<string>()
   readonly #again = new Set<string>()
 
@@ -26,13 +30,17 @@ export class DisplayLiveChanges {
     this.#logger = logger
   }
 
-  onChange(listener: DisplayLiveListener): () => void {
-    this.#listeners.add(listener)
+  /**
+   * `wants`: whether the listener needs this organization's changes now (the local live feed only
+   * while someone follows its `displays` topic; the Redis relay always, for the other nodes).
+   */
+  onChange(listener: DisplayLiveListener, wants: (organizationId: string) => boolean = () => true): () => void {
+    this.#listeners.set(listener, wants)
     return () => this.#listeners.delete(listener)
   }
 
   changed(organizationId: string, displayId: string): void {
-    if (this.#listeners.size === 0) return
+    if (![...this.#listeners.values()].some((wants) => wants(organizationId))) return
     if (this.#reading.has(displayId)) {
       this.#again.add(displayId)
       return
@@ -46,7 +54,7 @@ export class DisplayLiveChanges {
       for (;;) {
         this.#again.delete(displayId)
         const [display] = await this.#store.live(organizationId, displayId)
-        for (const listener of this.#listeners) listener(organizationId, display ?? { id: displayId, deleted: true })
+        for (const listener of this.#listeners.keys()) listener(organizationId, display ?? { id: displayId, deleted: true })
         if (!this.#again.has(displayId)) return
       }
     } catch (error) {
