@@ -278,10 +278,13 @@ export class DisplayStore implements DisplayPersistence {
   async assign(displayId: string, request: AssignRequest, fence?: Fence): Promise<StoredActivation> {
     return this.#sql.begin(async (tx) => {
       await checkFence(tx, fence)
-      const row = await this.#row(tx, displayId, true)
+      // Both sent at once (postgres.js pipelines a transaction's queries): one round trip, not two.
+      const [row, [revision]] = await Promise.all([
+        this.#row(tx, displayId, true),
+        tx<{ id: string; sha256: string; capability_requirements: CapabilityRequirements; data: string; byte_length: number }[]>`
+          select id, sha256, capability_requirements, data, byte_length from signal_profile_revisions where id = ${request.revisionId} and organization_id = ${request.organizationId}`,
+      ])
       if (row === undefined || row.organization_id !== request.organizationId) throw displayNotFound()
-      const [revision] = await tx<{ id: string; sha256: string; capability_requirements: CapabilityRequirements }[]>`
-        select id, sha256, capability_requirements from signal_profile_revisions where id = ${request.revisionId} and organization_id = ${request.organizationId}`
       if (revision === undefined) throw new ServiceError('signal_profile_revision_not_found', 'no published revision with that id in this organization')
       if (row.binding_epoch !== request.expectedBindingEpoch) {
         throw new ServiceError('display_binding_epoch_conflict', `expectedBindingEpoch ${request.expectedBindingEpoch} is not the display's binding epoch ${row.binding_epoch}`, {
@@ -300,11 +303,25 @@ export class DisplayStore implements DisplayPersistence {
       }
       const shortfall = capabilityShortfall(revision.capability_requirements, row.capabilities)
       if (shortfall !== undefined) throw new ServiceError('signal_profile_capability_insufficient', `${shortfall}; nothing was published`)
-      await tx`
+      const [updated] = await tx<{ activation_generation: number; activation_updated_at: Date }[]>`
         update displays set activation_generation = activation_generation + 1, desired_revision_id = ${revision.id}, desired_sha256 = ${revision.sha256},
           error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
-        where id = ${displayId} and binding_epoch = ${request.expectedBindingEpoch} and activation_generation = ${request.expectedActivationGeneration}`
-      return stored((await this.#row(tx, displayId))!)
+        where id = ${displayId} and binding_epoch = ${request.expectedBindingEpoch} and activation_generation = ${request.expectedActivationGeneration}
+        returning activation_generation, activation_updated_at`
+      // The locked row plus what the update changed, rather than a read of it again.
+      if (updated === undefined) return stored((await this.#row(tx, displayId))!)
+      return stored({
+        ...row,
+        activation_generation: updated.activation_generation,
+        desired_revision_id: revision.id,
+        desired_sha256: revision.sha256,
+        error_code: null,
+        publish_error: null,
+        publish_attempts: 0,
+        activation_updated_at: updated.activation_updated_at,
+        payload_data: revision.data,
+        payload_length: revision.byte_length,
+      })
     })
   }
 
