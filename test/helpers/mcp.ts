@@ -5,6 +5,7 @@
  */
 import { Client, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/client'
 import { approve } from './oauth.js'
+import { until } from './poll.js'
 import { testAdmin } from './service.js'
 
 type Provider = OAuthClientProvider
@@ -94,4 +95,25 @@ export async function connectAgent(baseUrl: string, provider: TestAuthProvider, 
     await client.connect(transport)
   }
   return { client, transport }
+}
+
+/** Waits until `ok` holds (the stream delivers on its own time); fails the test naming what never came. */
+export async function waitFor(ok: () => boolean, what: string): Promise<void> {
+  if (!(await until(async () => ok(), (v) => v))) throw new Error(`never: ${what}`)
+}
+
+/** A resource's JSON, as read. */
+export function jsonOf(read: { contents: ({ text: string } | { blob: string })[] }): any {
+  const first = read.contents[0]
+  return first !== undefined && 'text' in first ? JSON.parse(first.text) : undefined
+}
+
+/** Notifications the client heard, by URI. */
+export function heard(client: Client): Map<string, number> {
+  const counts = new Map<string, number>()
+  client.setNotificationHandler('notifications/resources/updated', (notification) => {
+    const uri = notification.params.uri
+    counts.set(uri, (counts.get(uri) ?? 0) + 1)
+  })
+  return counts
 }

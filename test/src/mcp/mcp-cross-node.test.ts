@@ -24,7 +24,7 @@ import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../h
 import { childServiceEnv, freePort, startChildService, type ChildService } from '../../helpers/child-service.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, type HttpResult } from '../../helpers/http.js'
-import { connectAgent, TestAuthProvider } from '../../helpers/mcp.js'
+import { connectAgent, heard, jsonOf, TestAuthProvider, waitFor } from '../../helpers/mcp.js'
 import { until } from '../../helpers/poll.js'
 import { tempDir, tempSchema } from '../../helpers/service.js'
 
@@ -75,27 +75,6 @@ async function metric(node: ChildService, name: string, labels: RegExp = /.*/): 
     if (m !== null && labels.test(m[1] ?? '')) sum += Number(m[2])
   }
   return sum
-}
-
-/** Waits until `ok` holds (the stream delivers on its own time); fails the test naming what never came. */
-async function waitFor(ok: () => boolean, what: string): Promise<void> {
-  if (!(await until(async () => ok(), (v) => v))) throw new Error(`never: ${what}`)
-}
-
-/** A resource's JSON, as read. */
-function jsonOf(read: { contents: ({ text: string } | { blob: string })[] }): any {
-  const first = read.contents[0]
-  return first !== undefined && 'text' in first ? JSON.parse(first.text) : undefined
-}
-
-/** Notifications the client heard, by URI. */
-function heard(client: Client): Map<string, number> {
-  const counts = new Map<string, number>()
-  client.setNotificationHandler('notifications/resources/updated', (notification) => {
-    const uri = notification.params.uri
-    counts.set(uri, (counts.get(uri) ?? 0) + 1)
-  })
-  return counts
 }
 
 interface Cluster {

@@ -8,13 +8,11 @@
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import type { Client } from '@modelcontextprotocol/client'
 import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
-import { connectAgent, TestAuthProvider } from '../../helpers/mcp.js'
+import { connectAgent, heard, jsonOf, TestAuthProvider, waitFor } from '../../helpers/mcp.js'
 import { startOAuthService } from '../../helpers/oauth.js'
-import { until } from '../../helpers/poll.js'
 import { farmOf } from '../../../src/routes/mcp.js'
 
 const svc = await startOAuthService(t)
@@ -60,27 +58,6 @@ const foreignJob = await (async () => {
   const res = await request(url, '/v1/print-jobs/create', { method: 'POST', headers: other.admin, body: { name: 'theirs', model_file_id: file.json.id } })
   return res.json.id as number
 })()
-
-/** Waits until `ok` holds (the stream delivers on its own time); fails the test naming what never came. */
-async function waitFor(ok: () => boolean, what: string): Promise<void> {
-  if (!(await until(async () => ok(), (v) => v))) throw new Error(`never: ${what}`)
-}
-
-/** A resource's JSON, as read. */
-function jsonOf(read: { contents: ({ text: string } | { blob: string })[] }): any {
-  const first = read.contents[0]
-  return first !== undefined && 'text' in first ? JSON.parse(first.text) : undefined
-}
-
-/** Notifications the client heard, by URI. */
-function heard(client: Client): Map<string, number> {
-  const counts = new Map<string, number>()
-  client.setNotificationHandler('notifications/resources/updated', (notification) => {
-    const uri = notification.params.uri
-    counts.set(uri, (counts.get(uri) ?? 0) + 1)
-  })
-  return counts
-}
 
 const printerUri = `printfarm://printers/${printer}`
 const jobUri = `printfarm://print-jobs/${jobId}`
