@@ -5,10 +5,11 @@
  * Figures: events/s acknowledged, batch latency p50/p99; then a variant with
  * 10% retried batches and 1% stale-epoch batches.
  *
- * The limit, measured in the same run on the same tables: the fastest bulk
- * insert of the same rows by postgres.js alone, no server (the best of COPY,
- * unnest arrays and jsonb_to_recordset, each with the same concurrency of
- * statements as the server's group commit). Ratio = server / limit.
+ * The limit, measured in the same run on the same tables: COPY of the same
+ * rows by postgres.js alone, no server, with as many statements at once as
+ * the server's group commit runs (4). Ratio = server / COPY. The other bulk
+ * inserts (unnest arrays, json_to_recordset) are measured too; when one
+ * beats COPY it gets a line of its own.
  *
  * Needs PostgreSQL: BENCH_DATABASE_URL, else DATABASE_URL, else
  * postgres://postgres@127.0.0.1:5432/test. Uses a fresh schema, dropped after.
@@ -45,7 +46,7 @@ function postgresCpuSeconds(): number {
 const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
 const printerCount = Number(process.env['BENCH_PRINTERS'] ?? 1000)
 const hosts = 10
-const inFlight = Number(process.env['BENCH_IN_FLIGHT'] ?? 32)
+const inFlight = Number(process.env['BENCH_IN_FLIGHT'] ?? 64)
 const lightInFlight = 4
 const eventsPerBatch = 100
 const durationMs = Number(process.env['BENCH_SECONDS'] ?? 10) * 1000
@@ -243,7 +244,8 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
 /** The limit: postgres.js alone, the same rows into the same tables, best of three methods. */
 async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Promise<{ method: string; eventsPerSecond: number }[]> {
   const rowsPerStatement = 5_000
-  const concurrency = 2
+  // As many statements at once as the server's group commit runs (src/printers/event-store.ts).
+  const concurrency = 4
   const seconds = durationMs / 1000 / 2
   const rowsFor = (count: number) => {
     const out: { p: Printer; e: Record<string, unknown> }[] = []
@@ -254,20 +256,20 @@ async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Pro
     return out
   }
   const methods: Record<string, (rows: { p: Printer; e: Record<string, unknown> }[]) => Promise<unknown>> = {
-    jsonb_to_recordset: (rows) =>
-      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data)
-          select p, o, a, s, e, null, t, h, at, d, null, x from jsonb_to_recordset(${sql.json(rows.map(({ p, e }) => ({ p: p.id, o: orgId, a: p.epoch, s: e['seqn'], e: e['eventId'], t: e['type'], h: p.host, at: e['timestamp'], d: 1, x: e['data'] })) as never)})
-          as r(p uuid, o uuid, a integer, s bigint, e text, t text, h text, at double precision, d integer, x jsonb)`,
+    json_to_recordset: (rows) =>
+      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload)
+          select p, o, a, s, e, null, t, h, at, d, null, x from json_to_recordset(${JSON.stringify(rows.map(({ p, e }) => ({ p: p.id, o: orgId, a: p.epoch, s: e['seqn'], e: e['eventId'], t: e['type'], h: p.host, at: e['timestamp'], d: 1, x: e['data'] })))}::text::json)
+          as r(p uuid, o uuid, a integer, s bigint, e text, t text, h text, at double precision, d integer, x json)`,
     unnest: (rows) =>
-      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+      sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, payload)
           select * from unnest(${rows.map(({ p }) => p.id)}::uuid[], ${rows.map(() => orgId)}::uuid[], ${rows.map(({ p }) => p.epoch)}::int[], ${rows.map(({ e }) => e['seqn'] as number)}::int8[],
             ${rows.map(({ e }) => e['eventId'] as string)}::text[], ${rows.map(({ e }) => e['type'] as string)}::text[], ${rows.map(({ p }) => p.host)}::text[],
-            ${rows.map(({ e }) => e['timestamp'] as number)}::float8[], ${rows.map(() => 1)}::int[], ${rows.map(({ e }) => JSON.stringify(e['data']))}::jsonb[])`,
+            ${rows.map(({ e }) => e['timestamp'] as number)}::float8[], ${rows.map(() => 1)}::int[], ${rows.map(({ e }) => JSON.stringify(e['data']))}::json[])`,
     copy: async (rows) => {
       const text = rows
         .map(({ p, e }) => [p.id, orgId, p.epoch, e['seqn'], e['eventId'], e['type'], p.host, e['timestamp'], 1, JSON.stringify(e['data']).replace(/\\/g, '\\\\')].join('\t'))
         .join('\n') + '\n'
-      const stream = await sql`copy printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data) from stdin`.writable()
+      const stream = await sql`copy printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, payload) from stdin`.writable()
       await new Promise<void>((resolve, reject) => {
         stream.on('error', reject)
         stream.on('finish', () => resolve())
@@ -402,10 +404,13 @@ try {
   const sql = postgres(databaseUrl, { max: 4, onnotice: () => undefined, connection: { search_path: schema } })
   const limits = await limit(sql, printers, orgId)
   await sql.end()
+  // The limit the figures are held against is COPY, PostgreSQL's own bulk load; a faster method
+  // (a plain json_to_recordset INSERT of 5,000 rows can be) gets a line of its own below.
+  const copy = limits.find((l) => l.method === 'copy')!
   const best = limits.reduce((a, b) => (b.eventsPerSecond > a.eventsPerSecond ? b : a))
 
   const limitWhat = (method: string) => `${method === 'copy' ? 'COPY' : method} of the same rows by postgres.js alone, same run`
-  const jsonb = limits.find((l) => l.method === 'jsonb_to_recordset')!
+  const sameShape = limits.find((l) => l.method === 'json_to_recordset')!
   for (const l of limits) reportDetail(`limit, postgres.js alone, ${l.method}`, { bench: 'ingest', limit_run: 'postgres.js alone', method: l.method, events_per_s: round(l.eventsPerSecond) })
   const setting = `${nodeCount > 1 ? `, ${nodeCount} nodes` : ''}${redisUrl === undefined ? '' : ', Redis shard directory'}`
   for (const [variant, r, n] of [
@@ -418,9 +423,9 @@ try {
       bench: 'ingest',
       name: `${variant}, ${n} in flight${setting}`,
       figure: r.events / r.seconds,
-      limit: best.eventsPerSecond,
+      limit: copy.eventsPerSecond,
       unit: 'events/s',
-      limitWhat: limitWhat(best.method),
+      limitWhat: limitWhat(copy.method),
       better: 'higher',
       latency: { p50Ms: r.p50, p99Ms: r.p99 },
       notes: [
@@ -461,25 +466,27 @@ try {
       },
     })
   }
-  // The server's own statement shape (COPY cannot skip duplicates; see src/printers/event-store.ts), when another method was faster.
-  if (best.method !== jsonb.method) reportMeasurement({
+  // The fastest bulk insert of the run, when it was not COPY: the server's own statement shape
+  // (json_to_recordset) without ON CONFLICT, state or jobs, 5,000 rows a statement.
+  if (best.method !== copy.method) reportMeasurement({
     bench: 'ingest',
-    name: `new batches, ${inFlight} in flight${setting}, against the server's statement shape`,
+    name: `new batches, ${inFlight} in flight${setting}, against the fastest bulk insert`,
     figure: plain.events / plain.seconds,
-    limit: jsonb.eventsPerSecond,
+    limit: best.eventsPerSecond,
     unit: 'events/s',
-    limitWhat: limitWhat(jsonb.method),
+    limitWhat: limitWhat(best.method),
     better: 'higher',
-    notes: ['goal >= 0.5 against the best limit, with p99 < 100 ms'],
   })
   // The summary line of earlier versions, for scripts that read it ('ratios' was named 'figure').
   reportJsonOnly({
     bench: 'ingest',
     ratios: 'server/limit',
-    limit_method: best.method,
-    ratio: round(plain.events / plain.seconds / best.eventsPerSecond, 3),
-    ratio_vs_same_statement_shape: round(plain.events / plain.seconds / jsonb.eventsPerSecond, 3),
-    goal: '>= 0.5 with p99 < 100 ms',
+    limit_method: copy.method,
+    ratio: round(plain.events / plain.seconds / copy.eventsPerSecond, 3),
+    ratio_vs_fastest: round(plain.events / plain.seconds / best.eventsPerSecond, 3),
+    ratio_vs_same_statement_shape: round(plain.events / plain.seconds / sameShape.eventsPerSecond, 3),
+    p99_ms: round(plain.p99, 1),
+    goal: `>= 0.7 of COPY with batch p99 < 100 ms at 64 in flight (this run: ${inFlight})`,
   })
 } finally {
   for (const c of children) await stopProcess(c)

@@ -5,7 +5,7 @@
  *
  * Group commit (DESIGN section 5): the units of many concurrent actor
  * messages are written by one statement per flush. Each table's rows travel
- * as one JSON document expanded by jsonb_to_recordset, so a flush of 5,000
+ * as one JSON document expanded by json_to_recordset, so a flush of 1,000
  * events is one round trip and one parse, not thousands of parameters. The
  * statement is one implicit transaction: a unit's events, its state and its
  * jobs are stored together or not at all. A flush starts as soon as the
@@ -15,11 +15,27 @@
  * A flush that fails on data (SQLSTATE classes 22 and 23) is retried unit
  * by unit, so one bridge's unstorable event fails its own request only.
  *
+ * Duplicates: the actors already keep every event they know is stored out
+ * of a flush (the seqn high-water mark, the window of recent ids, and a
+ * look-up in the log for what the window forgot), so a flush is first sent
+ * as a plain INSERT: no ON CONFLICT pre-check of the unique indexes and no
+ * RETURNING of every stored id, about a quarter of PostgreSQL's work per
+ * event (bench/ingest). The unique indexes keep the last word: when one
+ * refuses a row (23505: the log held an event its actor did not know of),
+ * the same flush is sent again as INSERT ... ON CONFLICT DO NOTHING
+ * RETURNING, which stores the rest and names what was new (`tolerant`).
+ * Rows travel as JSON read by json_to_recordset, not jsonb_to_recordset:
+ * the document is only lexed once instead of being built into a sorted
+ * jsonb value first.
+ *
  * Not COPY, although bench/ingest measures COPY as the fastest bulk insert:
- * COPY cannot skip a duplicate (ON CONFLICT), and postgres.js never settles
- * a COPY writable that the server rejects after CopyDone, leaking the
- * connection in an aborted transaction (porsager/postgres#1173, open). One
- * INSERT ... ON CONFLICT DO NOTHING per flush keeps duplicates a non-event.
+ * it cannot skip a duplicate, and postgres.js never settles a COPY writable
+ * that the server rejects after CopyDone, leaking the connection in an
+ * aborted transaction (porsager/postgres#1173, open).
+ *
+ * Flushes are capped at `maxEventsPerFlush` (1,000 by default) so that under
+ * load several run at once: one flush taking every waiting unit keeps a
+ * single PostgreSQL backend busy while the others idle.
  *
  * Fencing (DESIGN section 6): each unit carries its shard's token. The
  * statement takes a share lock on the shards' token rows and writes only the
@@ -50,6 +66,8 @@ export interface WriterOptions {
   maxConcurrentFlushes?: number
   /** Events per flush (a flush takes whole units, at least one). */
   maxEventsPerFlush?: number
+  /** Counts flushes sent again as ON CONFLICT DO NOTHING because a unique index refused a row of the plain INSERT. */
+  tolerantRetries?: Counter | undefined
   flushSize?: Histogram | undefined
   flushSeconds?: Histogram | undefined
   /** Counts the tasks a job:start started (event "started"). */
@@ -70,7 +88,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     this.#db = db
     this.#options = options
     this.#maxConcurrent = options.maxConcurrentFlushes ?? 4
-    this.#maxEvents = options.maxEventsPerFlush ?? 5_000
+    this.#maxEvents = options.maxEventsPerFlush ?? 1_000
   }
 
   async hydrate(printerId: string): Promise<HydratedPrinter | undefined> {
@@ -213,22 +231,28 @@ export class PgPrinterPersistence implements PrinterPersistence {
     this.#schedule()
   }
 
-  async #flush(batch: Pending[]): Promise<void> {
+  async #flush(batch: Pending[], tolerant = false): Promise<void> {
     const started = performance.now()
     try {
-      const { inserted, fenced } = await this.#write(batch.map((p) => p.unit))
+      const { inserted, fenced } = await this.#write(batch.map((p) => p.unit), tolerant)
       this.#options.flushSize?.observe({}, batch.reduce((n, p) => n + p.unit.events.length, 0))
       for (const pending of batch) {
         if (fenced.has(pending.unit.printerId)) pending.reject(new ShardUnavailable(shardOf(pending.unit.printerId), 'fenced'))
-        else pending.resolve({ inserted: inserted.get(pending.unit.printerId) ?? new Set() })
+        else pending.resolve({ inserted: inserted?.get(pending.unit.printerId) ?? new Set(pending.unit.events.map((e) => e.eventId)) })
       }
     } catch (error) {
+      if (!tolerant && isUniqueViolation(error)) {
+        // The log already held a row of this flush: the statement that skips duplicates sorts it out.
+        this.#options.tolerantRetries?.inc()
+        await this.#flush(batch, true)
+        return
+      }
       if (batch.length > 1 && isDataError(error)) {
         // One unit's data broke the statement: bisect to find it (log2 steps, never a
         // statement per unit at once), and let the others through.
         const half = Math.ceil(batch.length / 2)
-        await this.#flush(batch.slice(0, half))
-        await this.#flush(batch.slice(half))
+        await this.#flush(batch.slice(0, half), tolerant)
+        await this.#flush(batch.slice(half), tolerant)
         return
       }
       const reason = batch.length === 1 ? translateDataError(error) : error
@@ -238,7 +262,12 @@ export class PgPrinterPersistence implements PrinterPersistence {
     }
   }
 
-  async #write(units: readonly PrinterCommit[]): Promise<{ inserted: Map<string, Set<string>>; fenced: Set<string> }> {
+  /**
+   * One flush in one statement. Plain (`tolerant` false): every event row is inserted, or the
+   * statement fails, so `inserted` is undefined (all of them). Tolerant: rows the log holds are
+   * skipped and `inserted` names the new ones per printer.
+   */
+  async #write(units: readonly PrinterCommit[], tolerant: boolean): Promise<{ inserted: Map<string, Set<string>> | undefined; fenced: Set<string> }> {
     const events: unknown[] = []
     const states: unknown[] = []
     const jobs: unknown[] = []
@@ -280,32 +309,37 @@ export class PgPrinterPersistence implements PrinterPersistence {
     } catch (error) {
       throw new UnencodableRows(error)
     }
+    // The json column would keep a NUL character, but nothing else downstream can (text, jsonb: the
+    // printer's state, the live feed's readers): refused as before, when data was jsonb. One scan of
+    // the flush's text; the walk only when an escaped NUL may be there.
+    if (eventsJson.includes('\\u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
     const sql = this.#db.sql
+    const onDuplicate = tolerant ? sql`on conflict do nothing returning printer_id as p, event_id as e` : sql``
+    const stored = tolerant ? sql`select p::text as p, e from ev union all ` : sql``
     const rows = await sql<{ p: string; e: string | null }[]>`
       with fu as (
-        select p, sh, tk from jsonb_to_recordset(${JSON.stringify(fences)}::text::jsonb) as r(p uuid, sh integer, tk bigint)
+        select p, sh, tk from json_to_recordset(${JSON.stringify(fences)}::text::json) as r(p uuid, sh integer, tk bigint)
       ), tok as (
         select shard, token from shard_tokens where shard = any(${[...fencedShards]}::int[]) for share
       ), refused as (
         select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
       ), ev as (
-        insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, data, applied)
+        insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
         select p, o, a, s, e, k, t, h, at, d, j, x, ap
-        from jsonb_to_recordset(${eventsJson}::text::jsonb)
-          as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x jsonb, ap boolean)
+        from json_to_recordset(${eventsJson}::text::json)
+          as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x json, ap boolean)
         where p not in (select p from refused)
-        on conflict do nothing
-        returning printer_id as p, event_id as e
+        ${onDuplicate}
       ), st as (
         insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
         select p, o, a, hw, st, "on", case when seen then now() end, now()
-        from jsonb_to_recordset(${statesJson}::text::jsonb) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
+        from json_to_recordset(${statesJson}::text::json) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
         where p not in (select p from refused)
         on conflict (printer_id) do update set
           seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
           online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
       ), jr as (
-        select * from jsonb_to_recordset(${jobsJson}::text::jsonb)
+        select * from json_to_recordset(${jobsJson}::text::json)
           as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision, lf text[], lt text, br text)
         where p not in (select p from refused)
       ), jb as (
@@ -336,14 +370,15 @@ export class PgPrinterPersistence implements PrinterPersistence {
         update printers set ready = false, ready_source = 'job_ended', ready_updated_at = now()
         where id in (select p from ended) and ready
       )
-      select p::text as p, e from ev union all select p::text as p, null as e from refused`
-    const inserted = new Map<string, Set<string>>()
+      ${stored}select p::text as p, null as e from refused`
+    const inserted = tolerant ? new Map<string, Set<string>>() : undefined
     const fenced = new Set<string>()
     for (const row of rows) {
       if (row.e === null) {
         fenced.add(row.p)
         continue
       }
+      if (inserted === undefined) continue
       let set = inserted.get(row.p)
       if (set === undefined) inserted.set(row.p, (set = new Set()))
       set.add(row.e)
@@ -379,12 +414,38 @@ const deviceEvents: PrintJobEvent[] = [
 ]
 const deviceRules = new Map(deviceEvents.map((e) => [JSON.stringify(e), jobStatusRule(e)!]))
 
-/** Rows JSON cannot encode (a value nested beyond the serializer's stack). */
+/** Rows JSON cannot encode (a value nested beyond the serializer's stack), or data holding a NUL character. */
 class UnencodableRows extends Error {
-  constructor(cause: unknown) {
+  readonly reason: 'depth' | 'nul'
+  constructor(cause: unknown, reason: 'depth' | 'nul' = 'depth') {
     super('event data cannot be encoded as JSON', { cause })
     this.name = 'UnencodableRows'
+    this.reason = reason
   }
+}
+
+/** True when a string or key in one of the unit's event data is or holds U+0000 (iterative: no recursion to exhaust). */
+function holdsNul(unit: PrinterCommit): boolean {
+  const stack: unknown[] = unit.events.map((e) => e.data)
+  while (stack.length > 0) {
+    const value = stack.pop()
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return true
+    } else if (Array.isArray(value)) {
+      stack.push(...value)
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, child] of Object.entries(value)) {
+        if (key.includes('\u0000')) return true
+        stack.push(child)
+      }
+    }
+  }
+  return false
+}
+
+/** SQLSTATE 23505: a unique index refused a row. */
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown }).code === '23505'
 }
 
 /** SQLSTATE classes 22 (data exception) and 23 (integrity constraint), or rows JSON cannot encode: the rows, not the store, are at fault. */
@@ -395,6 +456,9 @@ function isDataError(error: unknown): boolean {
 }
 
 function translateDataError(error: unknown): unknown {
+  if (error instanceof UnencodableRows && error.reason === 'nul') {
+    return new ServiceError('validation_failed', "an event's data holds a value the event log cannot store: a JSON string may not contain \\u0000")
+  }
   if (error instanceof UnencodableRows) return new ServiceError('validation_failed', 'event data cannot be encoded as JSON (nested too deeply)')
   const code = (error as { code?: unknown }).code
   if (typeof code !== 'string') return error

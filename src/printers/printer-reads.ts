@@ -117,7 +117,7 @@ export class PrinterReads {
     const rows = await sql<
       { event_id: string; event_type: string; seqn: string; assignment_epoch: number; occurred_at_ms: number; received_at: Date; data: Record<string, unknown>; applied: boolean; job_id: string | null }[]
     >`
-      select event_id, event_type, seqn, assignment_epoch, occurred_at_ms, received_at, data, applied, job_id from printer_events
+      select event_id, event_type, seqn, assignment_epoch, occurred_at_ms, received_at, coalesce(payload, data::json) as data, applied, job_id from printer_events
       where printer_id = ${printerId} and organization_id = ${organizationId}
         and (assignment_epoch, seqn) > (${after.epoch}::int, ${after.seqn}::bigint)
         ${query.type === undefined ? sql`` : sql`and event_type = ${query.type}`}

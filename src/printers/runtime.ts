@@ -30,6 +30,10 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
     taskStarts: taskEvents,
     flushSize: metrics.histogram('printer_event_flush_events', 'Events written per group-commit flush.', [], [0, 1, 10, 50, 100, 250, 500, 1000, 2500, 5000]),
     flushSeconds: metrics.histogram('printer_event_flush_seconds', 'Duration of one group-commit flush statement.', [], [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),
+    tolerantRetries: metrics.counter(
+      'printer_event_flush_retries_total',
+      'Group-commit flushes sent again skipping duplicates, because the log already held an event its printer actor did not know of (a few are normal; many cost throughput).',
+    ),
   })
   const ingested = metrics.counter('printer_events_total', 'Printer events by outcome: stored, duplicate (already stored), refused (never stored).', ['outcome'])
   const outcomes = { stored: ingested.cell({ outcome: 'stored' }), duplicate: ingested.cell({ outcome: 'duplicate' }), refused: ingested.cell({ outcome: 'refused' }) }

@@ -19,6 +19,7 @@ import { queue } from './0013-queue.js'
 import { makesSkus } from './0014-makes-skus.js'
 import { oauthClients } from './0015-oauth-clients.js'
 import { oauthGrants } from './0016-oauth-grants.js'
+import { eventPayloadJson } from './0017-event-payload-json.js'
 
 export interface Migration {
   readonly version: number
@@ -26,4 +27,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants, eventPayloadJson]

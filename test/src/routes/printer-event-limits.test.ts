@@ -136,7 +136,7 @@ t.test('printer event limits - data is required and must be an object', async (t
   t.same(await storedIds(printer), [])
   accepted(t, await postEvent(farm, singleWith(printer, 1, { data: {} })), 'single empty object')
   accepted(t, await postBatch(farm, batchWith(printer, 2, { data: { nested: { deep: [1, 'two', null] } } })), 'batch free-form object')
-  const rows = await sql<{ data: unknown }[]>`select data from printer_events where printer_id = ${printer} order by seqn`
+  const rows = await sql<{ data: unknown }[]>`select coalesce(payload, data::json) as data from printer_events where printer_id = ${printer} order by seqn`
   t.same(rows.map((r) => r.data), [{}, { nested: { deep: [1, 'two', null] } }], 'data is stored as sent')
 })
 

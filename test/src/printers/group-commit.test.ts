@@ -1,0 +1,114 @@
+import t from 'tap'
+import type { EventRecord, PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
+import type { Counter } from '../../../src/metrics.js'
+import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
+import { ServiceError } from '../../../protocol/errors.js'
+import { startTestService } from '../../helpers/service.js'
+import { addPrinter, openFarm } from '../../helpers/bridge.js'
+import { request } from '../../helpers/http.js'
+
+// The group commit writes a flush as a plain INSERT and falls back to ON CONFLICT DO NOTHING
+// only when a unique index refuses a row: these tests put rows in the log behind the writer's
+// back (what an actor whose memory forgot them would send again) and check both paths.
+const svc = await startTestService(t)
+const farm = await openFarm(svc.url)
+const sql = svc.services.db.sql
+
+function counter(): Counter & { count: number } {
+  const c = { count: 0, inc: () => void c.count++ }
+  return c as unknown as Counter & { count: number }
+}
+
+function event(seqn: number, eventId: string, data: Record<string, unknown> = { nozzleTemp: 210 }): EventRecord {
+  return { eventId, idempotencyKey: null, type: 'printer:deltaUpdate', seqn, timestamp: Date.now(), deliveryAttempt: 1, data, jobId: null, applied: true }
+}
+
+function unit(printerId: string, events: EventRecord[]): PrinterCommit {
+  return {
+    printerId,
+    organizationId: farm.orgId,
+    hostId: 'host-a',
+    assignmentEpoch: 1,
+    fencingToken: 0,
+    events,
+    highWaterSeqn: Math.max(-1, ...events.map((e) => e.seqn)),
+    state: { temperatures: { nozzle: { actual: 210, target: null } } } as unknown as PersistedPrinterState,
+    online: true,
+    seen: true,
+    jobs: [],
+  }
+}
+
+const eventIdsOf = async (printerId: string) =>
+  (await sql<{ event_id: string }[]>`select event_id from printer_events where printer_id = ${printerId} order by seqn`).map((r) => r.event_id)
+
+t.test('group commit - a flush without duplicates is stored by the plain insert, every event reported new, nothing retried', async (t) => {
+  const [a, b] = [await addPrinter(farm), await addPrinter(farm)]
+  const retries = counter()
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: retries })
+  const [outA, outB] = await Promise.all([writer.commit(unit(a, [event(0, 'a-0'), event(1, 'a-1')])), writer.commit(unit(b, [event(0, 'b-0')]))])
+  t.same([...outA.inserted].sort(), ['a-0', 'a-1'])
+  t.same([...outB.inserted], ['b-0'])
+  t.same(await eventIdsOf(a), ['a-0', 'a-1'])
+  t.same(await eventIdsOf(b), ['b-0'])
+  t.equal(retries.count, 0, 'no fallback')
+  t.match((await sql`select high_water_seqn, online from printer_state where printer_id = ${a}`)[0], { high_water_seqn: 1, online: true }, 'the state is written with the events')
+})
+
+t.test('group commit - an event the log already holds is skipped, the rest of the flush stored once, and the duplicate not reported new', async (t) => {
+  const [a, b] = [await addPrinter(farm), await addPrinter(farm)]
+  // Stored earlier by another delivery, under another seqn: the event id is what makes it a duplicate.
+  await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+    values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
+  const retries = counter()
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: retries })
+  const [outA, outB] = await Promise.all([
+    writer.commit(unit(a, [event(5, 'a-known'), event(6, 'a-new')])),
+    writer.commit(unit(b, [event(0, 'b-0'), event(1, 'b-1')])),
+  ])
+  t.same([...outA.inserted], ['a-new'], 'only the new event is reported stored')
+  t.same([...outB.inserted].sort(), ['b-0', 'b-1'], 'the other printer of the same flush is stored as usual')
+  t.same(await eventIdsOf(a), ['a-known', 'a-new'], 'the known event once, under its first seqn')
+  t.same(await eventIdsOf(b), ['b-0', 'b-1'])
+  t.equal(retries.count, 1, 'one flush sent again skipping duplicates')
+})
+
+t.test('group commit - a duplicate and unstorable data in one flush: the bad unit alone is refused, the others stored, the duplicate skipped', async (t) => {
+  const [a, b, c] = [await addPrinter(farm), await addPrinter(farm), await addPrinter(farm)]
+  await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+    values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: counter() })
+  const [outA, outB, outC] = await Promise.allSettled([
+    writer.commit(unit(a, [event(3, 'a-known'), event(4, 'a-4')])),
+    // jsonb holds no NUL character: PostgreSQL refuses the row (SQLSTATE 22P05).
+    writer.commit(unit(b, [event(0, 'b-0', { text: 'nul \u0000 here' })])),
+    writer.commit(unit(c, [event(0, 'c-0')])),
+  ])
+  t.equal(outA.status, 'fulfilled')
+  t.same(outA.status === 'fulfilled' ? [...outA.value.inserted] : null, ['a-4'])
+  t.equal(outB.status, 'rejected')
+  t.equal(outB.status === 'rejected' && outB.reason instanceof ServiceError ? outB.reason.code : null, 'validation_failed', 'the bad unit is told why')
+  t.same(outC.status === 'fulfilled' ? [...outC.value.inserted] : null, ['c-0'])
+  t.same(await eventIdsOf(a), ['a-known', 'a-4'])
+  t.same(await eventIdsOf(b), [], 'nothing of the refused unit')
+  t.same(await eventIdsOf(c), ['c-0'])
+  t.equal((await sql`select count(*)::int as n from printer_state where printer_id = ${b}`)[0]!['n'], 0, 'not even its state')
+})
+
+t.test('event history - rows stored before data became json (jsonb data) and after (json payload) read back alike, keys in the order sent', async (t) => {
+  const printer = await addPrinter(farm)
+  await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+    values (${printer}, ${farm.orgId}, 1, 0, 'legacy', 'heartbeat', 'host-a', 0, 1, ${sql.json({ uptime: 7, wifi: '-50dBm' })})`
+  const writer = new PgPrinterPersistence(svc.services.db)
+  await writer.commit(unit(printer, [event(1, 'current', { zeta: 1, alpha: { nested: [1, 'two', null] } })]))
+  const res = await request(svc.url, `/v1/printers/${printer}/events`, { headers: farm.admin })
+  t.equal(res.status, 200)
+  t.same(
+    res.json.events.map((e: { eventId: string; data: unknown }) => [e.eventId, e.data]),
+    [
+      ['legacy', { uptime: 7, wifi: '-50dBm' }],
+      ['current', { zeta: 1, alpha: { nested: [1, 'two', null] } }],
+    ],
+  )
+  t.same(Object.keys(res.json.events[1].data), ['zeta', 'alpha'], 'json keeps the order the bridge sent')
+})
