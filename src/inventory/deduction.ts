@@ -91,16 +91,29 @@ function reasonOf(jobId: number, state: string, progress: number | null, filamen
  * already, or took nothing from a loaded spool.
  */
 export async function deductFinishedJob(sql: Sql, organizationId: string, jobId: number, now: Date): Promise<LedgerEntry[]> {
-  // Most ended jobs were opened by a bridge on its own (no printer task, so no slot mapping): they
-  // are only marked, by one statement. A transaction of four round trips per job held pool
-  // connections idle while the event loop was busy, and starved the event log's group commit
-  // under load (bench/ingest: half of a 10-connection pool, at one job per 100 events).
-  const [marked] = await sql`
-    update print_jobs set inventory_deducted_at = ${now}, inventory_deducted_attempt = attempts
-    where organization_id = ${organizationId} and id = ${jobId} and printer_task_id is null and ended_at_ms is not null
-      and status = any(${endedStatuses as unknown as string[]}::text[]) and inventory_deducted_attempt is distinct from attempts
-    returning id`
-  if (marked !== undefined) return []
+  if ((await markUndispatched(sql, [{ organizationId, jobId }], now)).size > 0) return []
+  return deductInTransaction(sql, organizationId, jobId, now)
+}
+
+/**
+ * Marks the ended runs of jobs no printer task dispatched (a bridge opened them on its own: no
+ * slot mapping, nothing to deduct), many in one statement; answers the ids it marked. Most ended
+ * jobs are such: a transaction of four round trips per job held pool connections idle while the
+ * event loop was busy and starved the event log's group commit under load (bench/ingest: half of
+ * a 10-connection pool, at one job per 100 events).
+ */
+export async function markUndispatched(sql: Sql, jobs: readonly { organizationId: string; jobId: number }[], now: Date): Promise<Set<number>> {
+  if (jobs.length === 0) return new Set()
+  const rows = await sql<{ id: string | number }[]>`
+    update print_jobs j set inventory_deducted_at = ${now}, inventory_deducted_attempt = j.attempts
+    from unnest(${jobs.map((j) => j.organizationId)}::uuid[], ${jobs.map((j) => j.jobId)}::int8[]) as k(organization_id, id)
+    where j.organization_id = k.organization_id and j.id = k.id and j.printer_task_id is null and j.ended_at_ms is not null
+      and j.status = any(${endedStatuses as unknown as string[]}::text[]) and j.inventory_deducted_attempt is distinct from j.attempts
+    returning j.id`
+  return new Set(rows.map((r) => Number(r.id)))
+}
+
+async function deductInTransaction(sql: Sql, organizationId: string, jobId: number, now: Date): Promise<LedgerEntry[]> {
   return sql.begin(async (tx) => {
     const [job] = await tx<DeductionJobRow[]>`
       select id, state, progress, required_materials, ended_at_ms, status, attempts, printer_task_id, inventory_deducted_attempt
@@ -163,22 +176,58 @@ export function createDeductionRunner(deps: { sql: Sql; logger: Logger; metrics:
   const grams = deps.metrics.counter('inventory_deducted_grams_total', 'Grams of filament finished jobs took from spools.')
   const shortfall = deps.metrics.counter('inventory_deduction_shortfall_grams_total', 'Grams finished jobs used that their spools did not have on record.')
   const failures = deps.metrics.counter('inventory_deduction_failures_total', 'Deductions that failed (retried by the catch-up).')
+  const count = (entries: readonly LedgerEntry[]): void => {
+    for (const entry of entries) {
+      grams.inc({}, -entry.applied_g)
+      if (entry.shortfall_g > 0) shortfall.inc({}, entry.shortfall_g)
+    }
+  }
+  const failed = (jobIds: readonly number[], error: unknown): void => {
+    failures.inc({}, jobIds.length)
+    deps.logger.warn('inventory deduction of a finished job failed; the sweep retries it', { jobIds, error: String(error) })
+  }
   const deduct = async (organizationId: string, jobId: number): Promise<void> => {
     try {
-      const entries = await deductFinishedJob(deps.sql, organizationId, jobId, new Date(deps.clock.now()))
-      for (const entry of entries) {
-        grams.inc({}, -entry.applied_g)
-        if (entry.shortfall_g > 0) shortfall.inc({}, entry.shortfall_g)
-      }
+      count(await deductFinishedJob(deps.sql, organizationId, jobId, new Date(deps.clock.now())))
     } catch (error) {
-      failures.inc()
-      deps.logger.warn('inventory deduction of a finished job failed; the sweep retries it', { jobId, error: String(error) })
+      failed([jobId], error)
+    }
+  }
+  // The jobs that printer commits ended, gathered over one turn of the event loop (the commits of
+  // one group-commit flush resolve together): the undispatched ones are marked by one statement,
+  // the others deducted one transaction each.
+  let ended: { organizationId: string; jobId: number }[] = []
+  const deductEnded = async (): Promise<void> => {
+    const jobs = ended
+    ended = []
+    const now = new Date(deps.clock.now())
+    let marked: Set<number>
+    try {
+      marked = await markUndispatched(deps.sql, jobs, now)
+    } catch (error) {
+      failed(
+        jobs.map((j) => j.jobId),
+        error,
+      )
+      return
+    }
+    for (const job of jobs) {
+      if (marked.has(job.jobId)) continue
+      try {
+        count(await deductInTransaction(deps.sql, job.organizationId, job.jobId, now))
+      } catch (error) {
+        failed([job.jobId], error)
+      }
     }
   }
   let catchingUp = false
   return {
     afterCommit: (change) => {
-      for (const job of change.jobs) if (job.endedAt !== null) void deduct(change.view.organizationId, job.jobId)
+      for (const job of change.jobs) {
+        if (job.endedAt === null) continue
+        if (ended.length === 0) setImmediate(() => void deductEnded())
+        ended.push({ organizationId: change.view.organizationId, jobId: job.jobId })
+      }
     },
     catchUp: async () => {
       if (catchingUp) return
