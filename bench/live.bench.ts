@@ -35,7 +35,8 @@ const schema = `bench_${randomBytes(5).toString('hex')}`
 const admin = { email: 'bench@printfarm.local', password: 'bench-password-123' }
 const round = (n: number, d = 0): number => Math.round(n * 10 ** d) / 10 ** d
 const now = () => performance.timeOrigin + performance.now()
-const markerPattern = /"rawStatus":"t([0-9.]+)"/
+// The printer's own status word as the live feed shows it (the read model's `raw_status`).
+const markerPattern = /"raw_status":"t([0-9.]+)"/
 const marker = (text: string) => {
   const m = markerPattern.exec(text)
   return m ? Number(m[1]) : undefined
@@ -149,7 +150,7 @@ async function measureService(): Promise<Measured & { frameBytes: number }> {
 
 async function measureBare(frameBytes: number): Promise<Measured> {
   const port = await freePort()
-  const base = `{"op":"event","topic":"printers","seq":1,"data":{"printer":{"id":"00000000-0000-4000-8000-000000000001","rawStatus":"tMARKER","pad":"`
+  const base = `{"op":"event","topic":"printers","seq":1,"data":{"printer":{"id":"00000000-0000-4000-8000-000000000001","raw_status":"tMARKER","pad":"`
   const template = base + 'x'.repeat(Math.max(0, frameBytes - base.length - 40)) + '"}}}'
   const child = startProcess([fileURLToPath(new URL('./support/uws-publish.js', import.meta.url)), String(port), template, String(rate)], {})
   try {
