@@ -3,7 +3,7 @@
  * provider that does the whole flow itself (protected-resource discovery, registration, PKCE,
  * resource, token) and approves through the consent page's handoff path as the given person.
  */
-import { Client, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/client'
+import { Client, StreamableHTTPClientTransport, UnauthorizedError, type OAuthClientProvider, type OAuthDiscoveryState } from '@modelcontextprotocol/client'
 import { approve } from './oauth.js'
 import { until } from './poll.js'
 import { testAdmin } from './service.js'
@@ -25,6 +25,7 @@ export class TestAuthProvider implements OAuthClientProvider {
   #client: Stored<'clientInformation'> = undefined
   #tokens: Stored<'tokens'> = undefined
   #verifier = ''
+  #discovery: OAuthDiscoveryState | undefined = undefined
 
   constructor(baseUrl: string, options: { person?: { email: string; password: string }; scope?: string; organizationId?: string } = {}) {
     this.baseUrl = baseUrl
@@ -67,6 +68,14 @@ export class TestAuthProvider implements OAuthClientProvider {
   }
   codeVerifier() {
     return this.#verifier
+  }
+  // Kept like the verifier, so the SDK can check that the authorization server answering the
+  // redirect is the one discovered before it (the callback leg's issuer binding).
+  saveDiscoveryState(state: OAuthDiscoveryState) {
+    this.#discovery = state
+  }
+  discoveryState() {
+    return this.#discovery
   }
 
   /** The person approves on the consent page (the handoff path), and the browser lands on the redirect URI. */
