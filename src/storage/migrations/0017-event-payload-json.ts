@@ -12,7 +12,9 @@ import type { Migration } from './index.js'
  * retention sweep deletes them, and reads take whichever is set. Nothing
  * here rewrites the table: adding a nullable column, dropping a NOT NULL and
  * adding a NOT VALID check are catalog changes, so a large log migrates at
- * once instead of being locked while every row is converted.
+ * once instead of being locked while every row is converted. During a
+ * rolling upgrade, nodes of the previous version read `data` only: events
+ * stored by upgraded nodes show no data there until they are upgraded too.
  */
 export const eventPayloadJson: Migration = {
   version: 17,
