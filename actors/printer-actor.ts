@@ -164,8 +164,13 @@ export class PrinterActor {
         [...sensitive, ...repeatedJobEvents].map((e) => e.eventId),
         sensitive.flatMap((e) => (e.idempotencyKey === undefined ? [] : [e.idempotencyKey])),
       )
-      // A retried job event answers with the job it was stored with.
+      // A retried job event answers with the job it was stored with, also when it is found by its
+      // idempotency key under another event id.
       for (const k of known) jobOf.set(k.eventId, k.jobId)
+      const jobOfKey = new Map(known.flatMap((k) => (k.idempotencyKey === null ? [] : [[k.idempotencyKey, k.jobId] as const])))
+      for (const e of sensitive) {
+        if (e.idempotencyKey !== undefined && !jobOf.has(e.eventId) && jobOfKey.has(e.idempotencyKey)) jobOf.set(e.eventId, jobOfKey.get(e.idempotencyKey)!)
+      }
       const ids = new Set(known.map((k) => k.eventId))
       const keys = new Set(known.flatMap((k) => (k.idempotencyKey === null ? [] : [k.idempotencyKey])))
       const isKnown = (e: IncomingEvent) => ids.has(e.eventId) || (e.idempotencyKey !== undefined && keys.has(e.idempotencyKey))

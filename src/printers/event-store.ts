@@ -62,6 +62,14 @@ interface Pending {
   reject: (error: unknown) => void
 }
 
+interface LookUp {
+  printerId: string
+  eventIds: readonly string[]
+  idempotencyKeys: readonly string[]
+  resolve: (rows: StoredEventRef[]) => void
+  reject: (error: unknown) => void
+}
+
 export interface WriterOptions {
   maxConcurrentFlushes?: number
   /** Events per flush (a flush takes whole units, at least one). */
@@ -80,6 +88,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
   readonly #maxConcurrent: number
   readonly #maxEvents: number
   readonly #options: WriterOptions
+  readonly #lookups: LookUp[] = []
   #inFlight = 0
   #scheduled = false
   readonly #idle: (() => void)[] = []
@@ -156,12 +165,45 @@ export class PgPrinterPersistence implements PrinterPersistence {
     return new Map(rows.map((r) => [r.seqn, r.event_id]))
   }
 
-  async lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]> {
-    if (eventIds.length === 0 && idempotencyKeys.length === 0) return []
-    return this.#db.sql<StoredEventRef[]>`
-      select event_id as "eventId", idempotency_key as "idempotencyKey", job_id as "jobId" from printer_events
-      where printer_id = ${printerId}
-        and (event_id = any(${eventIds as string[]}::text[]) or idempotency_key = any(${idempotencyKeys as string[]}::text[]))`
+  /**
+   * The log's rows for these event ids or idempotency keys of one printer. Look-ups asked for in
+   * the same turn of the event loop (the actors of one burst of requests) go out as one statement:
+   * a batch holding job events asks for one, and one statement per batch was a fair share of the
+   * database's work under load.
+   */
+  lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]> {
+    if (eventIds.length === 0 && idempotencyKeys.length === 0) return Promise.resolve([])
+    return new Promise((resolve, reject) => {
+      if (this.#lookups.length === 0) setImmediate(() => void this.#lookUp())
+      this.#lookups.push({ printerId, eventIds, idempotencyKeys, resolve, reject })
+    })
+  }
+
+  async #lookUp(): Promise<void> {
+    const asked = this.#lookups.splice(0)
+    const byId = { printers: [] as string[], values: [] as string[] }
+    const byKey = { printers: [] as string[], values: [] as string[] }
+    for (const a of asked) {
+      for (const id of a.eventIds) byId.printers.push(a.printerId), byId.values.push(id)
+      for (const key of a.idempotencyKeys) byKey.printers.push(a.printerId), byKey.values.push(key)
+    }
+    try {
+      const rows = await this.#db.sql<(StoredEventRef & { p: string })[]>`
+        select e.printer_id::text as p, e.event_id as "eventId", e.idempotency_key as "idempotencyKey", e.job_id as "jobId"
+        from printer_events e join unnest(${byId.printers}::uuid[], ${byId.values}::text[]) as q(p, v) on e.printer_id = q.p and e.event_id = q.v
+        union
+        select e.printer_id::text, e.event_id, e.idempotency_key, e.job_id
+        from printer_events e join unnest(${byKey.printers}::uuid[], ${byKey.values}::text[]) as q(p, v) on e.printer_id = q.p and e.idempotency_key = q.v`
+      const found = new Map<string, StoredEventRef[]>()
+      for (const { p, ...ref } of rows) {
+        const list = found.get(p)
+        if (list === undefined) found.set(p, [ref])
+        else list.push(ref)
+      }
+      for (const a of asked) a.resolve(found.get(a.printerId.toLowerCase()) ?? [])
+    } catch (error) {
+      for (const a of asked) a.reject(error)
+    }
   }
 
   async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>> {

@@ -97,6 +97,27 @@ t.test('printer events - a job event the memory window forgot but the log holds 
   t.same(jobs.map((j) => [j['id'], j['state']]), [[start.json.jobId, 'printing']], 'no second job, and the running one was not closed')
 })
 
+t.test('printer events - job events of two printers resent at once by idempotency key beyond the window: each found in the log, each with its own job', async (t) => {
+  const printers = [await addPrinter(farm), await addPrinter(farm)]
+  const starts = await Promise.all(
+    printers.map((p, n) => postEvent(farm, single(p, 0, { type: 'job:start', eventId: `start-${n}`, idempotencyKey: `job-key-${n}`, data: { name: `part ${n}` } }))),
+  )
+  for (const p of printers) for (let b = 0; b < 3; b++) await postBatch(farm, batch(p, Array.from({ length: 100 }, (_, i) => item(1 + b * 100 + i))))
+  // The same starts under new event ids and seqns, both printers in the same moment: their look-ups in the log share a statement.
+  const resent = await Promise.all(
+    printers.map((p, n) => postEvent(farm, single(p, 400, { type: 'job:start', eventId: `start-again-${n}`, idempotencyKey: `job-key-${n}`, data: { name: `part ${n}` } }))),
+  )
+  for (const n of [0, 1]) {
+    t.match(resent[n]!.json, { success: true, jobId: starts[n]!.json.jobId, outcome: 'duplicate' }, `printer ${n}: its own job, found by the key`)
+    const jobs = await sql`select id, state from print_jobs where printer_id = ${printers[n]!}`
+    t.same(
+      jobs.map((j) => [j['id'], j['state']]),
+      [[starts[n]!.json.jobId, 'printing']],
+      `printer ${n}: no second job`,
+    )
+  }
+})
+
 t.test('printer events - data nested too deeply is a 400 on both routes, not a broken flush', async (t) => {
   const printer = await addPrinter(farm)
   // 5,000 levels, written as text: deep enough to break a recursive serializer.
