@@ -280,7 +280,11 @@ export class PgPrinterPersistence implements PrinterPersistence {
       this.#options.flushSize?.observe({}, batch.reduce((n, p) => n + p.unit.events.length, 0))
       for (const pending of batch) {
         if (fenced.has(pending.unit.printerId)) pending.reject(new ShardUnavailable(shardOf(pending.unit.printerId), 'fenced'))
-        else pending.resolve({ inserted: inserted?.get(pending.unit.printerId) ?? new Set(pending.unit.events.map((e) => e.eventId)) })
+        else {
+          // Plain: every row was inserted. Tolerant: only the rows the statement named (none, when the log held them all).
+          const stored = inserted === undefined ? new Set(pending.unit.events.map((e) => e.eventId)) : (inserted.get(pending.unit.printerId) ?? new Set<string>())
+          pending.resolve({ inserted: stored })
+        }
       }
     } catch (error) {
       if (!tolerant && isUniqueViolation(error)) {

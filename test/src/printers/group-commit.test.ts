@@ -73,6 +73,19 @@ t.test('group commit - an event the log already holds is skipped, the rest of th
   t.equal(retries.count, 1, 'one flush sent again skipping duplicates')
 })
 
+t.test('group commit - a unit whose every event the log already holds is reported with nothing new, beside a unit stored as usual', async (t) => {
+  const [a, b] = [await addPrinter(farm), await addPrinter(farm)]
+  for (const [seqn, id] of [[0, 'a-old-0'], [1, 'a-old-1']] as const) {
+    await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+      values (${a}, ${farm.orgId}, 1, ${seqn}, ${id}, 'heartbeat', 'host-a', 0, 1, '{}')`
+  }
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: counter() })
+  const [outA, outB] = await Promise.all([writer.commit(unit(a, [event(7, 'a-old-0'), event(8, 'a-old-1')])), writer.commit(unit(b, [event(0, 'b-0')]))])
+  t.same([...outA.inserted], [], 'nothing of it is new')
+  t.same([...outB.inserted], ['b-0'])
+  t.same(await eventIdsOf(a), ['a-old-0', 'a-old-1'], 'stored once, under their first seqns')
+})
+
 t.test('group commit - a duplicate and unstorable data in one flush: the bad unit alone is refused, the others stored, the duplicate skipped', async (t) => {
   const [a, b, c] = [await addPrinter(farm), await addPrinter(farm), await addPrinter(farm)]
   await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
