@@ -48,6 +48,7 @@ export class OrganizationBus implements ServerEventBus {
   readonly #followed = new Map<string, Followed>()
   /** Streams being checked or opened, per organization and per person: counted against the limits before the first await. */
   readonly #reserved = new Map<string, number>()
+  readonly #registered = new WeakMap<ListenScope, () => void>()
   readonly #onError: (error: unknown) => void
   readonly #onClosed: (scope: ListenScope) => void
 
@@ -57,8 +58,13 @@ export class OrganizationBus implements ServerEventBus {
     this.#onClosed = onClosed
   }
 
-  /** Runs `open` (the SDK handler serving a `subscriptions/listen`) so the stream it registers belongs to `scope`. */
-  listening<T>(scope: ListenScope, open: () => T): T {
+  /**
+   * Runs `open` (the SDK handler serving a `subscriptions/listen`) so the stream it registers belongs
+   * to `scope`; `registered` (the stream's reservation) is called the moment it is registered, so
+   * the stream is never counted twice, as open and as being opened, by listens arriving meanwhile.
+   */
+  listening<T>(scope: ListenScope, open: () => T, registered?: () => void): T {
+    if (registered !== undefined) this.#registered.set(scope, registered)
     return this.#opening.run(scope, open)
   }
 
@@ -77,6 +83,11 @@ export class OrganizationBus implements ServerEventBus {
     for (const id of scope.printers) count(followed.printers, id, 1)
     for (const id of scope.jobs) count(followed.jobs, id, 1)
     if (scope.queue) followed.queue++
+    const registered = this.#registered.get(scope)
+    if (registered !== undefined) {
+      this.#registered.delete(scope)
+      registered()
+    }
     let open = true
     return () => {
       if (!open) return

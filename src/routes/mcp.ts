@@ -152,14 +152,14 @@ async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, auth
     const ending = new AbortController()
     const signal = req.signal === undefined ? ending.signal : AbortSignal.any([req.signal, ending.signal])
     const request = new Request(new URL(req.path, svc.oauthServer.resources.api), { method: req.method, headers, signal })
-    const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }))
+    const response = await farm.bus.listening(scope, () => farm.handler.fetch(request, { authInfo, parsedBody: req.body }), release)
     const reply = await replyOf(response)
     if (reply.stream !== undefined) watchStream(svc, reply.stream.body, ending, signal, principal, scope, authInfo.expiresAt)
     // Refused by the SDK after all: what it would have followed is forgotten again.
     else farm.changes.closed(scope)
     return reply
   } finally {
-    // The stream, if one opened, registered synchronously inside fetch: it counts as open from here.
+    // A stream that opened gave its place back when it registered (it counts as open from then); any other outcome here.
     release()
   }
 }

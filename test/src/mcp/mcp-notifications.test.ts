@@ -121,8 +121,10 @@ t.test("mcp listen - another organization's change is never heard, its ids are r
   t.teardown(() => theirs.client.close())
   const theirCounts = heard(theirs.client)
   const ourCounts = heard(client)
-  await theirs.client.listen({ resourceSubscriptions: [`printfarm://printers/${foreignPrinter}`] })
-  await client.listen({ resourceSubscriptions: [printerUri] })
+  // Closed here, before the clients: a subscription left to the client's close may be listened to again meanwhile.
+  const theirListen = await theirs.client.listen({ resourceSubscriptions: [`printfarm://printers/${foreignPrinter}`] })
+  const ourListen = await client.listen({ resourceSubscriptions: [printerUri] })
+  t.teardown(() => Promise.all([theirListen.close(), ourListen.close()]))
   await send(other, foreignPrinter, 'heartbeat', { nozzle_temp: 200 })
   await waitFor(() => (theirCounts.get(`printfarm://printers/${foreignPrinter}`) ?? 0) >= 1, 'their agent hears their printer')
   await send(farm, printer, 'heartbeat', { nozzle_temp: 205 })
