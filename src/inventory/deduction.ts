@@ -34,6 +34,7 @@ import type { LedgerEntry } from '../../protocol/schemas/inventory.js'
 import type { PrintJob } from '../../protocol/schemas/print-jobs.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
+import { perTurn } from '../per-turn.js'
 import { writeLedgerEntry } from './spool-ledger.js'
 
 type RequiredMaterial = PrintJob['constraints']['required_materials'][number]
@@ -196,10 +197,7 @@ export function createDeductionRunner(deps: { sql: Sql; logger: Logger; metrics:
   // The jobs that printer commits ended, gathered over one turn of the event loop (the commits of
   // one group-commit flush resolve together): the undispatched ones are marked by one statement,
   // the others deducted one transaction each.
-  let ended: { organizationId: string; jobId: number }[] = []
-  const deductEnded = async (): Promise<void> => {
-    const jobs = ended
-    ended = []
+  const deductEnded = async (jobs: { organizationId: string; jobId: number }[]): Promise<void> => {
     const now = new Date(deps.clock.now())
     let marked: Set<number>
     try {
@@ -220,14 +218,11 @@ export function createDeductionRunner(deps: { sql: Sql; logger: Logger; metrics:
       }
     }
   }
+  const deductLater = perTurn<{ organizationId: string; jobId: number }>((jobs) => void deductEnded(jobs))
   let catchingUp = false
   return {
     afterCommit: (change) => {
-      for (const job of change.jobs) {
-        if (job.endedAt === null) continue
-        if (ended.length === 0) setImmediate(() => void deductEnded())
-        ended.push({ organizationId: change.view.organizationId, jobId: job.jobId })
-      }
+      for (const job of change.jobs) if (job.endedAt !== null) deductLater({ organizationId: change.view.organizationId, jobId: job.jobId })
     },
     catchUp: async () => {
       if (catchingUp) return

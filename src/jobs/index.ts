@@ -14,6 +14,7 @@ import type { Counter, MetricsRegistry } from '../metrics.js'
 import type { SealedBox } from '../secrets/sealed-box.js'
 import type { Database } from '../storage/database.js'
 import { createDeductionRunner } from '../inventory/deduction.js'
+import { perTurn } from '../per-turn.js'
 import { Dispatcher } from './dispatch.js'
 import { JobStore } from './job-store.js'
 
@@ -58,21 +59,16 @@ export function createJobNode(config: Config, db: Database, box: SealedBox, file
   // Task changes the group commit makes (src/printers/event-store.ts, src/jobs/task-links.ts) are announced
   // after it, from the committed change: the jobs its job events touched, looked up once per turn of the
   // event loop for every commit of that turn (the commits of one group-commit flush resolve together).
-  let touched = new Set<number>()
-  const announceTouched = async (): Promise<void> => {
-    const jobIds = [...touched]
-    touched = new Set()
+  const announceTouched = async (touched: readonly number[]): Promise<void> => {
     const tasks = await db.sql<{ id: string; organization_id: string; host_id: string }[]>`
       select t.id, t.organization_id, coalesce(p.host_id, t.host_id) as host_id from printer_tasks t left join printers p on p.id = t.printer_id
-      where t.job_id = any(${jobIds}::int8[]) and t.state in ('started', 'finished')`
+      where t.job_id = any(${[...new Set(touched)]}::int8[]) and t.state in ('started', 'finished')`
     for (const task of tasks) dispatcher.notify(task.organization_id, task.host_id, task.id)
   }
+  const touch = perTurn<number>((jobIds) => void announceTouched(jobIds).catch((error: unknown) => logger.warn('announcing printer task changes failed', { error: String(error) })))
   const announce = (change: PrinterChange): void => {
-    const before = touched.size
-    for (const e of change.events) if (e.applied && e.jobId !== null && taskChangingEvents.has(e.type)) touched.add(e.jobId)
-    for (const job of change.jobs) if (job.endedAt !== null) touched.add(job.jobId)
-    if (before > 0 || touched.size === 0) return
-    setImmediate(() => void announceTouched().catch((error: unknown) => logger.warn('announcing printer task changes failed', { error: String(error) })))
+    for (const e of change.events) if (e.applied && e.jobId !== null && taskChangingEvents.has(e.type)) touch(e.jobId)
+    for (const job of change.jobs) if (job.endedAt !== null) touch(job.jobId)
   }
   let unwatch: (() => void) | undefined
   return {

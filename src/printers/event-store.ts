@@ -54,6 +54,7 @@ import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
 import { readyGateOf, type CommitOutcome, type HydratedPrinter, type PersistedPrinterState, type PrinterCommit, type PrinterPersistence, type StoredEventRef, type TaskStartLink, type TaskStartRequest } from '../../actors/printer-persistence.js'
 import { linkTaskStarts } from '../jobs/task-links.js'
 import type { Counter, Histogram } from '../metrics.js'
+import { perTurn } from '../per-turn.js'
 import type { Database } from '../storage/database.js'
 
 interface Pending {
@@ -88,7 +89,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
   readonly #maxConcurrent: number
   readonly #maxEvents: number
   readonly #options: WriterOptions
-  readonly #lookups: LookUp[] = []
+  readonly #lookUpLater = perTurn<LookUp>((asked) => void this.#lookUp(asked))
   #inFlight = 0
   #scheduled = false
   readonly #idle: (() => void)[] = []
@@ -173,14 +174,10 @@ export class PgPrinterPersistence implements PrinterPersistence {
    */
   lookupEvents(printerId: string, eventIds: readonly string[], idempotencyKeys: readonly string[]): Promise<StoredEventRef[]> {
     if (eventIds.length === 0 && idempotencyKeys.length === 0) return Promise.resolve([])
-    return new Promise((resolve, reject) => {
-      if (this.#lookups.length === 0) setImmediate(() => void this.#lookUp())
-      this.#lookups.push({ printerId, eventIds, idempotencyKeys, resolve, reject })
-    })
+    return new Promise((resolve, reject) => this.#lookUpLater({ printerId, eventIds, idempotencyKeys, resolve, reject }))
   }
 
-  async #lookUp(): Promise<void> {
-    const asked = this.#lookups.splice(0)
+  async #lookUp(asked: readonly LookUp[]): Promise<void> {
     const byId = { printers: [] as string[], values: [] as string[] }
     const byKey = { printers: [] as string[], values: [] as string[] }
     for (const a of asked) {

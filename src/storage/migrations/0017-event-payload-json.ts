@@ -1,12 +1,12 @@
 import type { Migration } from './index.js'
 
 /**
- * Event data stored as json, not jsonb (issue 23: ingest close to the
- * machine's limit). The log only ever hands an event's data back whole, never
- * queries inside it, and building a jsonb value (parsing every number into a
- * numeric, sorting every object's keys) was about a third of PostgreSQL's
- * work per stored event; json is checked and kept as sent, keys in the
- * bridge's order, and is smaller on disk for flat telemetry.
+ * Event data stored as json, not jsonb (bench/ingest). The log only ever
+ * hands an event's data back whole, never queries inside it, and building
+ * a jsonb value (parsing every number into a numeric, sorting every
+ * object's keys) was about a third of PostgreSQL's work per stored event;
+ * json is checked and kept as sent, keys in the bridge's order, and is
+ * smaller on disk for flat telemetry.
  *
  * New rows carry `payload`; rows stored before keep `data` until the
  * retention sweep deletes them, and reads take whichever is set. Nothing
