@@ -16,7 +16,7 @@
  * strings (bench/http-floor went from 0.20 to about 0.5 of a bare uWS
  * server per CPU-second with this).
  */
-import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import { parseJsonText } from '../../protocol/json-text.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
@@ -62,25 +62,47 @@ interface CompiledRoute<Svc> {
 }
 
 const anonymous: Principal = { kind: 'anonymous' }
-/** Metric cells keyed by status × 8 + method. */
-const methodIndex: Readonly<Record<string, number>> = { GET: 0, HEAD: 1, POST: 2, PUT: 3, PATCH: 4, DELETE: 5, OPTIONS: 6 }
+/** Metric cells are keyed by status × 8 + this (a switch: no hashing of the method string per request). */
+function methodIndex(method: string): number {
+  switch (method) {
+    case 'GET':
+      return 0
+    case 'HEAD':
+      return 1
+    case 'POST':
+      return 2
+    case 'PUT':
+      return 3
+    case 'PATCH':
+      return 4
+    case 'DELETE':
+      return 5
+    case 'OPTIONS':
+      return 6
+    default:
+      return 7
+  }
+}
 const noAuthenticator = async (): Promise<Principal> => {
   throw new ServiceError('unauthorized', 'this route needs a credential')
 }
 
-const knownMethods = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
-const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
-
-/**
- * Request ids: a random UUID per process with a counter in its last 48 bits, as unique as a random
- * one per request for the service's logs, at a fraction of the cost (bench/http-floor).
- */
-const requestIdPrefix = randomUUID().slice(0, 24)
-let requestCounter = 0
-function nextRequestId(): string {
-  requestCounter = (requestCounter + 1) % 0x1000000000000
-  return requestIdPrefix + requestCounter.toString(16).padStart(12, '0')
+/** A comparison chain rather than a Set: no hashing of the method string uWS hands over afresh each time. */
+function isKnownMethod(method: string): boolean {
+  switch (method) {
+    case 'GET':
+    case 'POST':
+    case 'HEAD':
+    case 'PUT':
+    case 'PATCH':
+    case 'DELETE':
+    case 'OPTIONS':
+      return true
+    default:
+      return false
+  }
 }
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/
 
 // The headers of the request being read: req.forEach calls one function for every request, not a closure each.
 let collecting: Record<string, string> = {}
@@ -125,7 +147,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
   const record = (label: string, method: string, status: number, seconds: number): void => {
     let byLabel = cells.get(label)
     if (!byLabel) cells.set(label, (byLabel = new Map()))
-    const key = status * 8 + (methodIndex[method] ?? 7)
+    const key = status * 8 + methodIndex(method)
     let cell = byLabel.get(key)
     if (!cell) {
       cell = { count: requests.cell({ route: label, method, status: String(status) }), duration: durations.cell({ route: label, method }) }
@@ -184,15 +206,14 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
   let opened: Exchange | undefined
   const handleRequest = (res: HttpResponse, req: HttpRequest): void => {
     const sent = req.getCaseSensitiveMethod()
-    const method = knownMethods.has(sent) ? sent : sent.toUpperCase()
+    const method = isKnownMethod(sent) ? sent : sent.toUpperCase()
     const path = req.getUrl()
     const rawQuery = req.getQuery()
     const headers: Record<string, string> = {}
     collecting = headers
     req.forEach(collectHeader)
     const incomingId = headers['x-request-id']
-    const requestId = incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : nextRequestId()
-    const exchange = new Exchange(res, method, requestId, headers['origin'], host)
+    const exchange = new Exchange(res, method, incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : undefined, headers['origin'], host)
     opened = exchange
     inFlight++
     // A HEAD answer (endWithoutBody with the length of a body not sent) leaves uWS wanting an abort
@@ -206,7 +227,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     // A body we never read must not be parsed as the next request on this connection.
     const hasBody = (declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined
 
-    if (!knownMethods.has(method) || method === 'OPTIONS') return answerOptions(exchange, router.allowed(path), path, headers, hasBody)
+    if (method === 'OPTIONS' || !isKnownMethod(method)) return answerOptions(exchange, router.allowed(path), path, headers, hasBody)
 
     const match = router.match(method as HttpMethod, path)
     if (match.kind === 'not_found') return exchange.sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
@@ -513,9 +534,10 @@ function validate(validator: Validator<unknown> | undefined, value: unknown): un
   return result.value
 }
 
-export function parseQuery(raw: string): Record<string, string | string[]> {
+/** `raw` is what uWS's getQuery gives: undefined when the URL has no '?' at all. */
+export function parseQuery(raw: string | undefined): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
-  if (raw === '') return out
+  if (raw === undefined || raw === '') return out
   for (const [key, value] of new URLSearchParams(raw)) {
     const prior = out[key]
     if (prior === undefined) out[key] = value

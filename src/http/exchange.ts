@@ -6,6 +6,7 @@
  * After an abort, or once the response ended, `res` is never touched again
  * (DESIGN section 7): every write goes through `send`, which checks both.
  */
+import { performance } from 'node:perf_hooks'
 import type { Readable } from 'node:stream'
 import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCode, type ErrorCodeInfo } from '../../protocol/errors.js'
 import type { Logger } from '../log.js'
@@ -13,6 +14,7 @@ import { translateStoreError } from '../storage/errors.js'
 import { RequestAborted, type RequestLifecycle } from './body.js'
 import type { CorsPolicy } from './cors.js'
 import type { Reply } from './route.js'
+import { nextRequestNumber, requestIdBytes, requestIdText } from './request-id.js'
 import { statusLine } from './status.js'
 import type { HttpResponse } from './uws.js'
 
@@ -37,7 +39,6 @@ export class Exchange implements RequestLifecycle {
   readonly started = performance.now()
   readonly res: HttpResponse
   readonly method: string
-  readonly requestId: string
   readonly origin: string | undefined
   readonly host: ExchangeHost
   /** Metrics label: the route template, or a fixed word for requests no route took. */
@@ -58,15 +59,30 @@ export class Exchange implements RequestLifecycle {
   endedInCallback = false
   onAbort: (() => void) | undefined = undefined
   #remoteAddress: string | undefined
+  /** The id the client sent (x-request-id), else undefined and the id is #requestNumber's. */
+  #requestId: string | undefined
+  readonly #requestNumber: number
   /** The response, plus one for a handler while it runs. */
   #holds = 1
 
-  constructor(res: HttpResponse, method: string, requestId: string, origin: string | undefined, host: ExchangeHost) {
+  /** `requestId`: the id the client sent, when it is a usable one; otherwise the service numbers the request. */
+  constructor(res: HttpResponse, method: string, requestId: string | undefined, origin: string | undefined, host: ExchangeHost) {
     this.res = res
     this.method = method
-    this.requestId = requestId
+    this.#requestId = requestId
+    this.#requestNumber = requestId === undefined ? nextRequestNumber() : 0
     this.origin = origin
     this.host = host
+  }
+
+  /** Text only when read: most requests need it only as the bytes of their response header. */
+  get requestId(): string {
+    return (this.#requestId ??= requestIdText(this.#requestNumber))
+  }
+
+  /** The x-request-id header's value: the client's text, or bytes valid until the next call. */
+  requestIdHeader(): string | Buffer {
+    return this.#requestId ?? requestIdBytes(this.#requestNumber)
   }
 
   /** Read on demand: most requests never need it, and `res` stays valid until the response ends. */
@@ -308,7 +324,9 @@ function checkHeader(name: string, value: unknown): void {
 const contentTypeName = Buffer.from('content-type')
 const requestIdName = Buffer.from('x-request-id')
 const valueBytes = new Map<string, Buffer>()
+const jsonContentTypeBytes = Buffer.from(jsonContentType)
 function bytesOf(value: string): Buffer | string {
+  if (value === jsonContentType) return jsonContentTypeBytes
   const known = valueBytes.get(value)
   if (known !== undefined) return known
   // Content types are few (the routes'); anything beyond that is written as the string it is.
@@ -341,7 +359,7 @@ function writeResponse(): void {
   // uWS sends 200 OK unless told otherwise: one native call less on most responses.
   if (status !== 200) res.writeStatus(statusLine(status))
   if (outContentType !== undefined && payload !== undefined) res.writeHeader(contentTypeName, bytesOf(outContentType))
-  res.writeHeader(requestIdName, exchange.requestId)
+  res.writeHeader(requestIdName, exchange.requestIdHeader())
   if (exchange.origin !== undefined || exchange.host.cors.variesByOrigin) for (const [name, value] of exchange.host.cors.responseHeaders(exchange.origin)) res.writeHeader(name, value)
   for (const [name, value] of outExtra) res.writeHeader(name, String(value))
   // This uWS build: endWithoutBody() sends no length, (0, true) a zero length with close; a bodiless

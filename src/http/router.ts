@@ -21,21 +21,30 @@ interface Node<V> {
   methods: Map<HttpMethod, V>
 }
 
+/** A static path's methods, with the answer for each made once (the hot path allocates no match). */
+interface StaticPath<V> {
+  methods: Map<HttpMethod, V>
+  found: Map<HttpMethod, RouteMatch<V>>
+}
+
 const newNode = <V>(): Node<V> => ({ literal: new Map(), param: undefined, methods: new Map() })
+const noParams: Record<string, string> = Object.freeze({}) as Record<string, string>
 const PARAM = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/
 
 export class Router<V> {
-  readonly #static = new Map<string, Map<HttpMethod, V>>()
+  readonly #static = new Map<string, StaticPath<V>>()
   readonly #root: Node<V> = newNode()
 
   add(method: HttpMethod, pattern: string, value: V): void {
     if (!pattern.startsWith('/')) throw new TypeError(`route pattern must start with '/': ${pattern}`)
     const segments = pattern.split('/').slice(1)
     if (!segments.some((s) => s.includes('{'))) {
-      const methods = this.#static.get(pattern) ?? new Map<HttpMethod, V>()
-      if (methods.has(method)) throw new TypeError(`duplicate route ${method} ${pattern}`)
-      methods.set(method, value)
-      this.#static.set(pattern, methods)
+      const path = this.#static.get(pattern) ?? { methods: new Map<HttpMethod, V>(), found: new Map<HttpMethod, RouteMatch<V>>() }
+      if (path.methods.has(method)) throw new TypeError(`duplicate route ${method} ${pattern}`)
+      path.methods.set(method, value)
+      path.found.set(method, { kind: 'found', value, params: noParams })
+      if (method === 'GET' && !path.methods.has('HEAD')) path.found.set('HEAD', { kind: 'found', value, params: noParams })
+      this.#static.set(pattern, path)
       return
     }
     let node = this.#root
@@ -60,6 +69,8 @@ export class Router<V> {
   }
 
   match(method: HttpMethod, path: string): RouteMatch<V> {
+    const known = this.#static.get(path)?.found.get(method)
+    if (known !== undefined) return known
     const methods = this.#lookup(path)
     if (methods === undefined) return { kind: 'not_found' }
     if ('kind' in methods) return methods
@@ -76,7 +87,7 @@ export class Router<V> {
   }
 
   #lookup(path: string): { map: Map<HttpMethod, V>; params: Record<string, string> } | { kind: 'bad_path'; reason: string } | undefined {
-    const map = this.#static.get(path)
+    const map = this.#static.get(path)?.methods
     return map !== undefined ? { map, params: {} } : this.#walk(path)
   }
 

@@ -45,6 +45,7 @@
  * commits first (and the new owner hydrates after it) or it sees the raised
  * token. Token 0 (the local directory) is not checked.
  */
+import { performance } from 'node:perf_hooks'
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
 import { jobStatusRule, type JobStatus, type PrintJobEvent } from '../../machines/print-job.js'

@@ -2,6 +2,7 @@
  * The durable store. One code path for both modes: postgres.js talks to a real
  * PostgreSQL (DATABASE_URL) or to the embedded PGlite over its socket server.
  */
+import { performance } from 'node:perf_hooks'
 import postgres, { type Sql, type TransactionSql } from 'postgres'
 import type { Config } from '../config.js'
 import { redact } from '../config.js'

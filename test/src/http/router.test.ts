@@ -83,11 +83,15 @@ t.test('router - HEAD matches a GET route, and an explicit HEAD route wins', asy
   router.add('GET', '/v1/printers/{id}', 'get-printer')
   router.add('GET', '/feed', 'get-feed')
   router.add('HEAD', '/feed', 'head-feed')
+  router.add('HEAD', '/probe', 'head-probe')
+  router.add('GET', '/probe', 'get-probe')
   router.add('POST', '/only-post', 'post')
 
   t.same(router.match('HEAD', '/status'), { kind: 'found', value: 'get-status', params: {} })
   t.same(found(t, router.match('HEAD', '/v1/printers/p1')), { value: 'get-printer', params: { id: 'p1' } })
   t.same(router.match('HEAD', '/feed'), { kind: 'found', value: 'head-feed', params: {} })
+  t.same(router.match('HEAD', '/probe'), { kind: 'found', value: 'head-probe', params: {} }, 'a HEAD route added before its GET still wins')
+  t.same(router.match('GET', '/probe'), { kind: 'found', value: 'get-probe', params: {} })
   t.same(router.match('HEAD', '/only-post'), { kind: 'method_not_allowed', allowed: ['POST'] }, 'HEAD is not implied by POST')
 
   const allowed = router.allowed('/feed')
