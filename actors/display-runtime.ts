@@ -32,10 +32,10 @@
  * most 1,000 characters, a timer). Displays number in the thousands per
  * farm, so entries are not passivated.
  */
-import { transition } from 'xstate'
 import { buildEnvelope, maxEnvelopeBytes, utf8Length, type DeviceTopic, type DisplayAddress, type DisplayCredential } from '../protocol/display-mqtt.js'
 import { ServiceError } from '../protocol/errors.js'
 import { displayActivationMachine, type ActivationEvent, type Receipt } from '../machines/display-activation.js'
+import { pureTransition } from '../machines/transition.js'
 import type { Clock } from './clock.js'
 import { Mailbox } from './mailbox.js'
 import { storedStatus, type AssignRequest, type DisplayPersistence, type StoredActivation } from './display-persistence.js'
@@ -167,7 +167,7 @@ export class DisplayRuntime {
       const stored = await this.#options.persistence.assign(displayId, request, this.#fence(entry))
       const sameBinding = stored.bindingEpoch === entry.stored.bindingEpoch && stored.credentialId === entry.stored.credentialId
       if (sameBinding && stored.desired !== null) {
-        const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'ASSIGN', identity: stored.desired })
+        const [next] = pureTransition(displayActivationMachine, entry.snapshot, { type: 'ASSIGN', identity: stored.desired })
         entry.snapshot = next
       } else {
         entry.snapshot = hydrate(stored)
@@ -184,7 +184,7 @@ export class DisplayRuntime {
     return this.#owned(entry, async () => {
       if (entry.stored.desired === null) throw new ServiceError('signal_profile_target_not_found', 'nothing is assigned to this display in its current binding')
       if (!entry.snapshot.can({ type: 'RETRY' })) throw new ServiceError('signal_profile_target_healthy', 'the target has no recorded error; delivery is going on or done')
-      const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'RETRY' })
+      const [next] = pureTransition(displayActivationMachine, entry.snapshot, { type: 'RETRY' })
       const saved = await this.#save(entry, next)
       if (saved === undefined) throw new ServiceError('signal_profile_activation_conflict', 'the target changed while retrying; read it again')
       this.#due(entry, 'republish')
@@ -201,7 +201,7 @@ export class DisplayRuntime {
     if (entry === undefined) return 'ignored'
     return entry.mailbox.post(async () => {
       if (entry.stored.organizationId !== topic.organizationId || entry.stored.bindingEpoch !== topic.bindingEpoch) return 'ignored'
-      const [next, actions] = transition(displayActivationMachine, entry.snapshot, { type: 'RECEIPT', receipt })
+      const [next, actions] = pureTransition(displayActivationMachine, entry.snapshot, { type: 'RECEIPT', receipt })
       if (next.context.session === entry.snapshot.context.session) return 'ignored'
       const saved = await this.#save(entry, next)
       if (saved === undefined) return 'ignored'
@@ -227,7 +227,7 @@ export class DisplayRuntime {
         this.#fence(entry),
       )
       this.#cancel(entry)
-      const [next] = transition(displayActivationMachine, entry.snapshot, { type: 'REBIND', bindingEpoch: current.bindingEpoch, credentialId: current.credentialId })
+      const [next] = pureTransition(displayActivationMachine, entry.snapshot, { type: 'REBIND', bindingEpoch: current.bindingEpoch, credentialId: current.credentialId })
       entry.snapshot = next
       this.#adopt(entry, current)
       const transport = this.#options.transport
@@ -411,7 +411,7 @@ export class DisplayRuntime {
         const context = entry.snapshot.context
         // An outcome for an activation that was replaced meanwhile says nothing about the new one.
         if (context.bindingEpoch !== bindingEpoch || context.desired?.activation_generation !== generation) return
-        const [next] = transition(displayActivationMachine, entry.snapshot, event)
+        const [next] = pureTransition(displayActivationMachine, entry.snapshot, event)
         if (event.type === 'PUBLISHED') {
           // A success after failures resets the stored count; otherwise nothing durable changed.
           if (next.context.publishAttempts !== context.publishAttempts) {

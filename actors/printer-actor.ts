@@ -10,9 +10,10 @@
  * the store before its next message: the store is the truth, and the
  * in-memory state never runs ahead of what was committed.
  */
-import { createActor, initialTransition, transition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
+import { createActor, initialTransition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
 import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
 import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterError, type PrinterJob } from '../machines/printer.js'
+import { pureTransition } from '../machines/transition.js'
 import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
 import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
@@ -226,7 +227,7 @@ export class PrinterActor {
       ...late.map((e) => record(e, null, false)),
     ]
     const { inserted, records } = await this.#change({ type: 'events', events: bridgeEvents }, recordsOf, classified.highWaterSeqn)
-    this.#loaded!.assignment = transition(hostAssignmentMachine, this.#loaded!.assignment, {
+    this.#loaded!.assignment = pureTransition(hostAssignmentMachine, this.#loaded!.assignment, {
       type: 'EVENTS_APPLIED',
       highWaterSeqn: classified.highWaterSeqn,
       eventIds: records.map((r) => r.eventId),
@@ -243,7 +244,7 @@ export class PrinterActor {
 
   async assignHost(organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
     const loaded = await this.#load(organizationId)
-    const [next, actions] = transition(hostAssignmentMachine, loaded.assignment, { type: 'ASSIGN', hostId })
+    const [next, actions] = pureTransition(hostAssignmentMachine, loaded.assignment, { type: 'ASSIGN', hostId })
     const persist = actions.find((a) => a.type === 'persistAssignment')
     const params = persist?.params as { hostId: string; assignmentEpoch: number } | undefined
     if (params === undefined) throw new Error('the host-assignment machine did not ask to persist an assignment')
@@ -252,7 +253,7 @@ export class PrinterActor {
       // Another writer moved it (an upsert that first gave it a host): rebuild and try once more.
       this.#stale = true
       const again = await this.#load(organizationId)
-      const [retry] = transition(hostAssignmentMachine, again.assignment, { type: 'ASSIGN', hostId })
+      const [retry] = pureTransition(hostAssignmentMachine, again.assignment, { type: 'ASSIGN', hostId })
       if (!(await this.#options.persistence.assignHost(this.printerId, hostId, again.assignment.context.assignmentEpoch, retry.context.assignmentEpoch, this.#options.fencingToken()))) {
         this.#stale = true
         throw new ServiceError('printer_owner_unavailable', 'the printer was moved concurrently; retry')

@@ -24,7 +24,8 @@
  * - Jobs first seen in bridge events start in `printing` (or wherever the
  *   printer's report put them): they were never queued.
  */
-import { setup, transition, type SnapshotFrom } from 'xstate'
+import { setup, type SnapshotFrom } from 'xstate'
+import { pureTransition } from './transition.js'
 
 import { jobStatuses, type JobStatus } from '../protocol/schemas/print-jobs.js'
 
@@ -114,7 +115,7 @@ function snapshotAt(status: JobStatus): PrintJobSnapshot {
 export function nextJobStatus(status: JobStatus, event: PrintJobEvent): JobStatus | undefined {
   const snapshot = snapshotAt(status)
   if (!snapshot.can(event)) return undefined
-  const [next] = transition(printJobMachine, snapshot, event)
+  const [next] = pureTransition(printJobMachine, snapshot, event)
   return next.value as JobStatus
 }
 
