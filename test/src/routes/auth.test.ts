@@ -127,6 +127,29 @@ t.test('tokens - missing, malformed, forged and expired tokens are refused with 
   t.equal((await request(url, '/v1/me', { headers: { authorization: `Bearer ${wrongType}` } })).status, 401, 'only at+jwt tokens are access tokens')
 })
 
+t.test('tokens - a token accepted before (its check remembered) is refused with token_expired once its expiry passes', async (t) => {
+  const { auth } = await signIn(url, testAdmin.email, testAdmin.password)
+  const userId: string = (await request(url, '/v1/me', { headers: auth })).json.user.id
+  const { kid, key } = svc.services.keyring.signingKey()
+  const expiresAt = Math.floor(Date.now() / 1000) + 2
+  const shortLived = await new SignJWT({ token_use: 'session' })
+    .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
+    .setIssuer(svc.config.publicBaseUrl).setAudience(`${svc.config.publicBaseUrl}/v1`).setSubject(userId).setJti('short')
+    .setIssuedAt().setExpirationTime(expiresAt)
+    .sign(key)
+  const headers = { authorization: `Bearer ${shortLived}` }
+  t.equal((await request(url, '/v1/me', { headers })).status, 200, 'checked')
+  t.equal((await request(url, '/v1/me', { headers })).status, 200, 'remembered')
+  const [head, payload, signature] = shortLived.split('.')
+  const otherSignature = `${head}.${payload}.${signature!.slice(0, -2)}${signature!.endsWith('AA') ? 'BB' : 'AA'}`
+  t.equal((await request(url, '/v1/me', { headers: { authorization: `Bearer ${otherSignature}` } })).status, 401, 'the same claims with another signature are checked, not remembered')
+  // Waits for the expiry second to pass (the token's own lifetime, two seconds at most).
+  while (Math.floor(Date.now() / 1000) < expiresAt) await new Promise((r) => setTimeout(r, 100))
+  const late = await request(url, '/v1/me', { headers })
+  t.equal(late.status, 401)
+  t.equal(late.json.error, 'token_expired')
+})
+
 t.test('refresh - a refresh token is single use and rotates', async (t) => {
   const first = await signIn(url, testAdmin.email, testAdmin.password)
   const res = await request(url, '/v1/auth/refresh', { method: 'POST', body: { refresh_token: first.refresh } })
