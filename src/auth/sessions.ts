@@ -15,6 +15,7 @@ import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import type { Queryable } from '../storage/database.js'
 import { signingAlgorithm, type Keyring } from './keyring.js'
+import { VerifiedTokens } from './verified-tokens.js'
 
 export const accessTokenTtlSeconds = 15 * 60
 export const refreshTokenTtlSeconds = 30 * 24 * 60 * 60
@@ -37,23 +38,13 @@ export function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret).digest()
 }
 
-/** Verified access tokens kept at most (about 0.7 KB each); past it the cache starts again empty. */
-const verifiedTokensKept = 5_000
-
 export class Sessions {
   readonly #sql: Sql
   readonly #keyring: Keyring
   readonly #issuer: string
   readonly #audience: string
-  /**
-   * Access tokens whose signature and claims were checked, until they expire. A token is checked on
-   * every request of a dashboard or a script, and the ES256 verification was about 6% of the
-   * service's CPU per request in bench/displays; the same bytes get the same answer, so only the
-   * expiry is looked at again (as jose does: expired once `exp` is not after the current second).
-   * Nothing revokes an access token before its expiry (sign-out and password changes revoke the
-   * refresh tokens), so a cached answer is the answer a new check would give.
-   */
-  readonly #verified = new Map<string, AccessClaims>()
+  /** Nothing revokes a session access token before its expiry (sign-out and password changes end the refresh tokens). */
+  readonly #verified = new VerifiedTokens<AccessClaims>()
 
   constructor(sql: Sql, keyring: Keyring, issuer: string) {
     this.#sql = sql
@@ -77,15 +68,11 @@ export class Sessions {
   }
 
   async verifyAccessToken(token: string): Promise<AccessClaims> {
-    const known = this.#verified.get(token)
-    if (known !== undefined) {
-      if (known.expiresAt > Math.floor(Date.now() / 1000)) return known
-      this.#verified.delete(token)
-      throw new ServiceError('token_expired', 'the access token has expired; refresh it at POST /v1/auth/refresh')
-    }
+    const known = this.#verified.lookup(token)
+    if (known === 'expired') throw new ServiceError('token_expired', 'the access token has expired; refresh it at POST /v1/auth/refresh')
+    if (known !== undefined) return known
     const claims = await this.#verifyAccessToken(token)
-    if (this.#verified.size >= verifiedTokensKept) this.#verified.clear()
-    this.#verified.set(token, claims)
+    this.#verified.remember(token, claims)
     return claims
   }
 

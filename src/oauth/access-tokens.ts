@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto'
 import { decodeJwt, errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import { ServiceError } from '../../protocol/errors.js'
 import { signingAlgorithm, type Keyring } from '../auth/keyring.js'
+import { VerifiedTokens } from '../auth/verified-tokens.js'
 
 export interface OAuthGrant {
   userId: string
@@ -43,6 +44,8 @@ export class OAuthAccessTokens {
   readonly #keyring: Keyring
   readonly #issuer: string
   readonly #ttlSeconds: number
+  /** Signature and claims only: revocation, the client and the person's membership are read on every request (oauthStanding). */
+  readonly #verified = new VerifiedTokens<OAuthClaims>()
 
   constructor(keyring: Keyring, issuer: string, ttlSeconds: number) {
     this.#keyring = keyring
@@ -95,6 +98,17 @@ export class OAuthAccessTokens {
 
   /** The token's claims when it is ours, unexpired and for `audience`; else 401 (token_expired when only its time is up). */
   async verify(token: string, audience: string): Promise<OAuthClaims> {
+    // Keyed by audience too: the same token checked for another resource is checked afresh.
+    const key = `${audience} ${token}`
+    const known = this.#verified.lookup(key)
+    if (known === 'expired') throw oauthTokenExpired()
+    if (known !== undefined) return known
+    const claims = await this.#verify(token, audience)
+    this.#verified.remember(key, claims)
+    return claims
+  }
+
+  async #verify(token: string, audience: string): Promise<OAuthClaims> {
     try {
       const { payload } = await jwtVerify(token, this.#keyring.resolver(), {
         issuer: this.#issuer,
@@ -116,11 +130,15 @@ export class OAuthAccessTokens {
       }
     } catch (error) {
       if (error instanceof ServiceError) throw error
-      if (error instanceof joseErrors.JWTExpired) throw new ServiceError('token_expired', 'the OAuth access token has expired; get a new one from the token endpoint with your refresh token')
+      if (error instanceof joseErrors.JWTExpired) throw oauthTokenExpired()
       if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === 'aud') {
         throw new ServiceError('unauthorized', `the OAuth access token is for another resource (audience), not ${audience}`)
       }
       throw new ServiceError('unauthorized', 'the bearer token is not valid')
     }
   }
+}
+
+function oauthTokenExpired(): ServiceError {
+  return new ServiceError('token_expired', 'the OAuth access token has expired; get a new one from the token endpoint with your refresh token')
 }
