@@ -324,9 +324,7 @@ function checkHeader(name: string, value: unknown): void {
 const contentTypeName = Buffer.from('content-type')
 const requestIdName = Buffer.from('x-request-id')
 const valueBytes = new Map<string, Buffer>()
-const jsonContentTypeBytes = Buffer.from(jsonContentType)
 function bytesOf(value: string): Buffer | string {
-  if (value === jsonContentType) return jsonContentTypeBytes
   const known = valueBytes.get(value)
   if (known !== undefined) return known
   // Content types are few (the routes'); anything beyond that is written as the string it is.

@@ -69,9 +69,10 @@ export class Router<V> {
   }
 
   match(method: HttpMethod, path: string): RouteMatch<V> {
-    const known = this.#static.get(path)?.found.get(method)
-    if (known !== undefined) return known
-    const methods = this.#lookup(path)
+    // One look-up of the path among the static ones, whatever the outcome.
+    const fixed = this.#static.get(path)
+    if (fixed !== undefined) return fixed.found.get(method) ?? { kind: 'method_not_allowed', allowed: allowedMethods(fixed.methods) }
+    const methods = this.#walk(path)
     if (methods === undefined) return { kind: 'not_found' }
     if ('kind' in methods) return methods
     const found = methods.map.get(method) ?? (method === 'HEAD' ? methods.map.get('GET') : undefined)
