@@ -4,11 +4,14 @@
  * and the silence sweep.
  *
  * Group commit (DESIGN section 5): the units of many concurrent actor
- * messages are written by one statement per flush. Each table's rows travel
- * as one JSON document expanded by json_to_recordset, so a flush of 1,000
- * events is one round trip and one parse, not thousands of parameters. The
- * statement is one implicit transaction: a unit's events, its state and its
- * jobs are stored together or not at all. A flush starts as soon as the
+ * messages are written by one statement per flush. On a real PostgreSQL the
+ * events are first COPYed into a session's staging table (./event-copy.ts),
+ * the cheapest form PostgreSQL reads; the embedded store has no COPY and
+ * reads them from one JSON document expanded by json_to_recordset. States,
+ * jobs and fences travel as JSON documents either way: a flush of 1,000
+ * events is a few round trips and parses, not thousands of parameters. The
+ * flush is one transaction: a unit's events, its state and its jobs are
+ * stored together or not at all. A flush starts as soon as the
  * previous one allows (at most `maxConcurrentFlushes` at once), so under light
  * load a unit waits for nothing and under heavy load flushes grow.
  *
@@ -24,14 +27,16 @@
  * refuses a row (23505: the log held an event its actor did not know of),
  * the same flush is sent again as INSERT ... ON CONFLICT DO NOTHING
  * RETURNING, which stores the rest and names what was new (`tolerant`).
- * Rows travel as JSON read by json_to_recordset, not jsonb_to_recordset:
+ * JSON documents are read by json_to_recordset, not jsonb_to_recordset:
  * the document is only lexed once instead of being built into a sorted
  * jsonb value first.
  *
- * Not COPY, although bench/ingest measures COPY as the fastest bulk insert:
- * it cannot skip a duplicate, and postgres.js never settles a COPY writable
- * that the server rejects after CopyDone, leaking the connection in an
- * aborted transaction (porsager/postgres#1173, open).
+ * Not COPY straight into the log: COPY cannot skip a duplicate, and
+ * postgres.js never settles a COPY writable that the server rejects after
+ * its data, leaking the connection in an aborted transaction
+ * (porsager/postgres#1173, open). The staging table has text columns only,
+ * so its COPY has nothing to reject; the casts and the unique indexes act
+ * in the INSERT that follows, an ordinary statement.
  *
  * Flushes are capped at `maxEventsPerFlush` (1,000 by default) so that under
  * load several run at once: one flush taking every waiting unit keeps a
@@ -46,6 +51,8 @@
  * token. Token 0 (the local directory) is not checked.
  */
 import { performance } from 'node:perf_hooks'
+import type { Writable } from 'node:stream'
+import type { PendingQuery, ReservedSql, Row, Sql, TransactionSql } from 'postgres'
 import { idempotencyWindow } from '../../machines/host-assignment.js'
 import type { PrinterJob } from '../../machines/printer.js'
 import { jobStatusRule, type JobStatus, type PrintJobEvent } from '../../machines/print-job.js'
@@ -54,6 +61,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
 import { readyGateOf, type CommitOutcome, type HydratedPrinter, type PersistedPrinterState, type PrinterCommit, type PrinterPersistence, type StoredEventRef, type TaskStartLink, type TaskStartRequest } from '../../actors/printer-persistence.js'
 import { linkTaskStarts } from '../jobs/task-links.js'
+import { eventCopyText, eventStageDdl, stagedEvents } from './event-copy.js'
 import type { Counter, Histogram } from '../metrics.js'
 import { perTurn } from '../per-turn.js'
 import type { Database } from '../storage/database.js'
@@ -307,12 +315,13 @@ export class PgPrinterPersistence implements PrinterPersistence {
   }
 
   /**
-   * One flush in one statement. Plain (`tolerant` false): every event row is inserted, or the
-   * statement fails, so `inserted` is undefined (all of them). Tolerant: rows the log holds are
-   * skipped and `inserted` names the new ones per printer.
+   * One flush in one transaction: on a real PostgreSQL the events are COPYed into a staging
+   * table and the flush statement reads them from there (./event-copy.ts); on the embedded store
+   * the statement reads them from a JSON document. Plain (`tolerant` false): every event row is
+   * inserted, or the statement fails, so `inserted` is undefined (all of them). Tolerant: rows
+   * the log holds are skipped and `inserted` names the new ones per printer.
    */
   async #write(units: readonly PrinterCommit[], tolerant: boolean): Promise<{ inserted: Map<string, Set<string>> | undefined; fenced: Set<string> }> {
-    const events: unknown[] = []
     const states: unknown[] = []
     const jobs: unknown[] = []
     const fences: { p: string; sh: number; tk: number }[] = []
@@ -323,31 +332,15 @@ export class PgPrinterPersistence implements PrinterPersistence {
         fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken })
         fencedShards.add(shard)
       }
-      for (const e of u.events) {
-        events.push({
-          p: u.printerId,
-          o: u.organizationId,
-          a: u.assignmentEpoch,
-          s: e.seqn,
-          e: e.eventId,
-          k: e.idempotencyKey,
-          t: e.type,
-          h: u.hostId,
-          at: e.timestamp,
-          d: e.deliveryAttempt,
-          j: e.jobId,
-          x: e.data,
-          ap: e.applied,
-        })
-      }
       states.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, hw: u.highWaterSeqn, st: u.state, on: u.online, seen: u.seen })
       for (const job of u.jobs) jobs.push(jobRow(u, job))
     }
     // Serialized here, not by the driver: a value JSON cannot encode fails this unit, before any
     // byte is sent, instead of breaking the connection's protocol state inside the driver.
-    let eventsJson: string, statesJson: string, jobsJson: string
+    let events: string | Buffer | undefined, statesJson: string, jobsJson: string
+    const copy = this.#db.kind === 'postgres'
     try {
-      eventsJson = JSON.stringify(events)
+      events = copy ? eventCopyText(units) : eventsJson(units)
       statesJson = JSON.stringify(states)
       jobsJson = JSON.stringify(jobs)
     } catch (error) {
@@ -356,65 +349,14 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // The json column would keep a NUL character, but nothing else downstream can (text, jsonb: the
     // printer's state, the live feed's readers): refused as before, when data was jsonb. One scan of
     // the flush's text; the walk only when an escaped NUL may be there.
-    if (eventsJson.includes('\\u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
-    const sql = this.#db.sql
-    const onDuplicate = tolerant ? sql`on conflict do nothing returning printer_id as p, event_id as e` : sql``
-    const stored = tolerant ? sql`select p::text as p, e from ev union all ` : sql``
-    const rows = await sql<{ p: string; e: string | null }[]>`
-      with fu as (
-        select p, sh, tk from json_to_recordset(${JSON.stringify(fences)}::text::json) as r(p uuid, sh integer, tk bigint)
-      ), tok as (
-        select shard, token from shard_tokens where shard = any(${[...fencedShards]}::int[]) for share
-      ), refused as (
-        select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
-      ), ev as (
-        insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
-        select p, o, a, s, e, k, t, h, at, d, j, x, ap
-        from json_to_recordset(${eventsJson}::text::json)
-          as r(p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x json, ap boolean)
-        where p not in (select p from refused)
-        ${onDuplicate}
-      ), st as (
-        insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
-        select p, o, a, hw, st, "on", case when seen then now() end, now()
-        from json_to_recordset(${statesJson}::text::json) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
-        where p not in (select p from refused)
-        on conflict (printer_id) do update set
-          seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
-          online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
-      ), jr as (
-        select * from json_to_recordset(${jobsJson}::text::json)
-          as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision, lf text[], lt text, br text)
-        where p not in (select p from refused)
-      ), jb as (
-        insert into print_jobs as cur (id, organization_id, printer_id, name, state, progress, started_at_ms, ended_at_ms, status, bridge_result)
-        select id, o, p, n, s, pr, sa, ea, lt, br from jr
-        on conflict (id) do update set
-          name = case when cur.source = 'api' then cur.name else coalesce(excluded.name, cur.name) end, state = excluded.state, progress = excluded.progress,
-          started_at_ms = coalesce(cur.started_at_ms, excluded.started_at_ms),
-          ended_at_ms = excluded.ended_at_ms, bridge_result = coalesce(excluded.bridge_result, cur.bridge_result),
-          -- The lifecycle as machines/print-job.ts rules it: the printer's view moves the status only
-          -- from the statuses its event applies in (a job an operator cancelled stays cancelled).
-          status = case when cur.status = any(array(select unnest(jr.lf) from jr where jr.id = cur.id)) then excluded.status else cur.status end,
-          updated_at = now()
-        returning id
-      ), ended as (
-        select id, p from jr where ea is not null
-      ), tf as (
-        update printer_tasks set state = 'finished', ended_at = now(), commands = '[]'::jsonb, updated_at = now()
-        where job_id in (select id from ended) and state = 'started'
-      ), tc as (
-        -- A command is done once the printer shows its effect: paused answers pause, printing answers resume.
-        update printer_tasks t set updated_at = now(), commands = coalesce((
-          select jsonb_agg(c order by n) from jsonb_array_elements(t.commands) with ordinality as e(c, n)
-          where c->>'kind' <> case jr.s when 'paused' then 'pause' else 'resume' end), '[]'::jsonb)
-        from jr where t.job_id = jr.id and t.state = 'started' and jr.ea is null and jr.s in ('paused', 'printing') and t.commands <> '[]'::jsonb
-      ), nr as (
-        -- The ready gate: a printer whose job ended holds what it printed until an operator verifies it.
-        update printers set ready = false, ready_source = 'job_ended', ready_updated_at = now()
-        where id in (select p from ended) and ready
-      )
-      ${stored}select p::text as p, null as e from refused`
+    const nul = new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+    if (events === undefined) throw nul
+    if (events.includes('u0000') && units.some(holdsNul)) throw nul
+    const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant }
+    const rows =
+      typeof events !== 'string'
+        ? await copyFlush(this.#db.sql, events, parts)
+        : await flushStatement(this.#db.sql, this.#db.sql`select * from json_to_recordset(${events}::text::json) as r(${this.#db.sql.unsafe(eventColumns)})`, parts)
     const inserted = tolerant ? new Map<string, Set<string>>() : undefined
     const fenced = new Set<string>()
     for (const row of rows) {
@@ -429,6 +371,159 @@ export class PgPrinterPersistence implements PrinterPersistence {
     }
     return { inserted, fenced }
   }
+}
+
+/** The JSON path's event columns: what json_to_recordset reads out of each object. */
+const eventColumns = 'p uuid, o uuid, a integer, s bigint, e text, k text, t text, h text, at double precision, d integer, j bigint, x json, ap boolean'
+
+/** The events as one JSON document (the embedded store has no COPY). */
+function eventsJson(units: readonly PrinterCommit[]): string {
+  const rows: unknown[] = []
+  for (const u of units) {
+    for (const e of u.events) {
+      rows.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, s: e.seqn, e: e.eventId, k: e.idempotencyKey, t: e.type, h: u.hostId, at: e.timestamp, d: e.deliveryAttempt, j: e.jobId, x: e.data, ap: e.applied })
+    }
+  }
+  return JSON.stringify(rows)
+}
+
+/** How long the server may take to confirm a flush's COPY before the flush is given up and rolled back. */
+const copyDeadlineMs = 30_000
+
+/**
+ * Sends the COPY's rows and waits for the server to confirm them. The deadline is for the
+ * one case postgres.js never settles (a COPY refused after its data, porsager/postgres#1173):
+ * throwing lets the transaction roll back and frees the connection instead of holding it forever.
+ */
+function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(Object.assign(new Error(`the database did not confirm a COPY within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
+    stream.once('error', (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    stream.once('finish', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    stream.end(rows)
+  })
+}
+
+/**
+ * A flush on a real PostgreSQL: COPY into the staging table, then the flush statement, in one
+ * transaction on a connection of its own. The messages go out in three bursts (BEGIN with the
+ * staging table's creation and the COPY's start; the rows; the statement with COMMIT), not one
+ * round trip each: every round trip waits for a turn of this process's busy event loop, and
+ * the flushes' time, not the database's CPU, bounded the throughput. A statement that fails
+ * turns the pipelined COMMIT into a rollback (PostgreSQL ends an aborted transaction that way).
+ */
+async function copyFlush(pool: Sql, events: Buffer, parts: FlushParts) {
+  const sql = await pool.reserve()
+  const quiet = (query: Promise<unknown>) => void query.catch(() => undefined)
+  try {
+    // Each sent at once, in this order (postgres.js sends a query when it is first handled).
+    const begun = sql`begin`
+    quiet(begun)
+    const staged = sql.unsafe(eventStageDdl)
+    quiet(staged)
+    // Nothing else may be sent on the connection until the COPY ends: the server reads it as rows.
+    const stream = await sql`copy pg_temp.printfarm_event_stage from stdin`.writable()
+    await Promise.all([begun, staged])
+    await sendCopy(stream, events)
+    // postgres.js sends a query when it is first awaited or handled: the statement first, then COMMIT behind it.
+    const outcome = flushStatement(sql, sql.unsafe(stagedEvents), parts).then(
+      (rows) => ({ rows }),
+      (error: unknown) => ({ error }),
+    )
+    const committed = sql`commit`
+    quiet(committed)
+    const result = await outcome
+    if ('error' in result) {
+      await committed.catch(() => undefined)
+      throw result.error
+    }
+    await committed
+    return result.rows
+  } catch (error) {
+    // Whatever failed before the COMMIT (or the COMMIT itself): the connection goes back without a transaction.
+    await sql`rollback`.catch(() => undefined)
+    throw error
+  } finally {
+    sql.release()
+  }
+}
+
+interface FlushParts {
+  fences: string
+  fencedShards: number[]
+  states: string
+  jobs: string
+  tolerant: boolean
+}
+
+/**
+ * The flush statement: fences, events (from \`eventRows\`: the staged COPY or the JSON
+ * document), states, jobs and what ended jobs change, in one statement. Returns the printers
+ * refused by a fence (e null) and, when tolerant, the events it stored.
+ */
+function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: PendingQuery<Row[]>, { fences, fencedShards, states, jobs, tolerant }: FlushParts) {
+  const onDuplicate = tolerant ? sql`on conflict do nothing returning printer_id as p, event_id as e` : sql``
+  const stored = tolerant ? sql`select p::text as p, e from ev union all ` : sql``
+  return sql<{ p: string; e: string | null }[]>`
+    with fu as (
+      select p, sh, tk from json_to_recordset(${fences}::text::json) as r(p uuid, sh integer, tk bigint)
+    ), tok as (
+      select shard, token from shard_tokens where shard = any(${fencedShards}::int[]) for share
+    ), refused as (
+      select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
+    ), ev as (
+      insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
+      select p, o, a, s, e, k, t, h, at, d, j, x, ap
+      from (${eventRows}) as r
+      where p not in (select p from refused)
+      ${onDuplicate}
+    ), st as (
+      insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
+      select p, o, a, hw, st, "on", case when seen then now() end, now()
+      from json_to_recordset(${states}::text::json) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
+      where p not in (select p from refused)
+      on conflict (printer_id) do update set
+        seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
+        online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
+    ), jr as (
+      select * from json_to_recordset(${jobs}::text::json)
+        as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision, lf text[], lt text, br text)
+      where p not in (select p from refused)
+    ), jb as (
+      insert into print_jobs as cur (id, organization_id, printer_id, name, state, progress, started_at_ms, ended_at_ms, status, bridge_result)
+      select id, o, p, n, s, pr, sa, ea, lt, br from jr
+      on conflict (id) do update set
+        name = case when cur.source = 'api' then cur.name else coalesce(excluded.name, cur.name) end, state = excluded.state, progress = excluded.progress,
+        started_at_ms = coalesce(cur.started_at_ms, excluded.started_at_ms),
+        ended_at_ms = excluded.ended_at_ms, bridge_result = coalesce(excluded.bridge_result, cur.bridge_result),
+        -- The lifecycle as machines/print-job.ts rules it: the printer's view moves the status only
+        -- from the statuses its event applies in (a job an operator cancelled stays cancelled).
+        status = case when cur.status = any(array(select unnest(jr.lf) from jr where jr.id = cur.id)) then excluded.status else cur.status end,
+        updated_at = now()
+      returning id
+    ), ended as (
+      select id, p from jr where ea is not null
+    ), tf as (
+      update printer_tasks set state = 'finished', ended_at = now(), commands = '[]'::jsonb, updated_at = now()
+      where job_id in (select id from ended) and state = 'started'
+    ), tc as (
+      -- A command is done once the printer shows its effect: paused answers pause, printing answers resume.
+      update printer_tasks t set updated_at = now(), commands = coalesce((
+        select jsonb_agg(c order by n) from jsonb_array_elements(t.commands) with ordinality as e(c, n)
+        where c->>'kind' <> case jr.s when 'paused' then 'pause' else 'resume' end), '[]'::jsonb)
+      from jr where t.job_id = jr.id and t.state = 'started' and jr.ea is null and jr.s in ('paused', 'printing') and t.commands <> '[]'::jsonb
+    ), nr as (
+      -- The ready gate: a printer whose job ended holds what it printed until an operator verifies it.
+      update printers set ready = false, ready_source = 'job_ended', ready_updated_at = now()
+      where id in (select p from ended) and ready
+    )
+    ${stored}select p::text as p, null as e from refused`
 }
 
 function jobRow(unit: PrinterCommit, job: PrinterJob) {

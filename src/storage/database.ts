@@ -9,6 +9,7 @@ import { redact } from '../config.js'
 import type { Logger } from '../log.js'
 import { withTimeout } from '../deadline.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
+import { noDelaySockets } from './pg-socket.js'
 
 export type StoreKind = 'postgres' | 'pglite'
 
@@ -36,6 +37,8 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
     connection: { search_path: config.databaseSchema, application_name: 'printfarm' },
     // int8 (counts, sequence ids) as JS numbers: ids stay far below 2^53.
     types: { int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) } },
+    // Not in postgres.js's typings, documented in its README: the connection's socket (Nagle off).
+    ...({ socket: noDelaySockets() } as object),
   }
   let embedded: EmbeddedPostgres | undefined
   let sql: Sql

@@ -234,6 +234,43 @@ t.test('printer events - data the event log cannot hold is a 400 and stores noth
   t.equal(after.status, 200, 'the actor was rebuilt from the store and goes on')
 })
 
+t.test('printer events - ids, keys, host and data holding tabs, line ends, backslashes, quotes and non-ASCII text come back from the log as sent', async (t) => {
+  const host = 'rack\t7 \\ "north" ü'
+  const printer = await addPrinter(farm, host)
+  const tricky = 'tab\there\nline\r\nback\\slash \\N "quoted" ünïcödé 🖨️ \\.'
+  const sent = [
+    item(0, { hostId: host, eventId: `id\t${tricky}`, idempotencyKey: `key\n${tricky}`, data: { text: tricky, nested: { list: [tricky, 1.5, -0.25, 1e21, null, true] }, 'key\twith\\escapes': '' } }),
+    item(1, { hostId: host, eventId: 'plain', data: {} }),
+  ]
+  const res = await postBatch(farm, batch(printer, sent))
+  t.match(res.json, { success: true, processed: 2, failed: 0 })
+  const history = await request(farm.url, `/v1/printers/${printer}/events`, { headers: farm.bridge })
+  t.same(
+    history.json.events.map((e: Record<string, unknown>) => [e['eventId'], e['data']]),
+    sent.map((e) => [e['eventId'], e['data']]),
+    'the history shows them as sent',
+  )
+  const rows = await sql`select event_id, idempotency_key, host_id, payload::text as payload from printer_events where printer_id = ${printer} order by seqn`
+  t.same(
+    rows.map((r) => [r['event_id'], r['idempotency_key'], r['host_id'], JSON.parse(r['payload'])]),
+    sent.map((e) => [e['eventId'], e['idempotencyKey'] ?? null, host, e['data']]),
+    'the log holds them as sent',
+  )
+  const again = await postBatch(farm, batch(printer, [{ ...sent[0]!, deliveryAttempt: 2 }]))
+  t.match(again.json, { success: true, events: [{ outcome: 'duplicate' }] }, 'the stored id is the id a retry carries')
+})
+
+t.test('printer events - a NUL character in an event id is a 400 that stores nothing, and the printer goes on', async (t) => {
+  const printer = await addPrinter(farm)
+  const res = await postBatch(farm, batch(printer, [item(0), item(1, { eventId: 'ev-\u0000-1' })]))
+  t.equal(res.status, 400)
+  t.match(res.json, { code: 'validation_failed', message: /\\u0000/ })
+  t.same(await storedSeqns(printer), [])
+  const after = await postBatch(farm, batch(printer, [item(0), item(1)]))
+  t.match(after.json, { success: true, processed: 2 })
+  t.same(await storedSeqns(printer), [0, 1])
+})
+
 t.test('printer presence - events mark a printer online, client:disconnect and connection reports mark it offline at once', async (t) => {
   const printer = await addPrinter(farm)
   await postBatch(farm, batch(printer, [item(0, { type: 'heartbeat' })]))
