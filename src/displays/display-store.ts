@@ -145,8 +145,26 @@ export function capabilityShortfall(requirements: CapabilityRequirements, capabi
   return undefined
 }
 
+interface RevisionFacts {
+  organizationId: string
+  sha256: string
+  requirements: CapabilityRequirements
+}
+
+/** At most this many entries in each of the assignment's memories; a full one is emptied (it only saves work). */
+const rememberedLimit = 10_000
+
 export class DisplayStore implements DisplayPersistence {
   readonly #sql: Sql
+  /**
+   * What an assignment checks, as this node last read it: a published revision's facts (never
+   * updated) and each display's advertised capability (JSON text). With both at hand and the
+   * checks passing on them, an assignment is one conditional UPDATE that requires the stored
+   * capability to equal the one checked; otherwise it runs the transaction that reads and
+   * classifies (bench/displays: five statements per assignment were most of the driver's work).
+   */
+  readonly #revisions = new Map<string, RevisionFacts>()
+  readonly #capabilities = new Map<string, string>()
 
   constructor(sql: Sql) {
     this.#sql = sql
@@ -265,6 +283,7 @@ export class DisplayStore implements DisplayPersistence {
       where d.id = ${identity.displayId} and d.organization_id = ${identity.organizationId} and d.binding_epoch = ${identity.bindingEpoch}
         and exists (select 1 from display_credentials c where c.id = ${identity.credentialId} and c.display_id = d.id and c.revoked_at is null)
       returning d.id`
+    if (updated.length > 0) this.#rememberCapability(identity.displayId, capability)
     return updated.length > 0
   }
 
@@ -276,6 +295,42 @@ export class DisplayStore implements DisplayPersistence {
   }
 
   async assign(displayId: string, request: AssignRequest, fence?: Fence): Promise<StoredActivation> {
+    return (await this.#assignAtOnce(displayId, request, fence)) ?? this.#assignChecked(displayId, request, fence)
+  }
+
+  /**
+   * The assignment as one statement when this node's memory says every check passes: the same
+   * checks as #assignChecked, made in the statement's conditions (organization, binding epoch,
+   * generation, a current credential, the revision in the organization, the fence) or on the
+   * remembered capability that the statement requires to be still stored. Undefined when the
+   * memory lacks something, a check fails, or the statement matched nothing: the transaction
+   * then reads the row and answers with the precise refusal.
+   */
+  async #assignAtOnce(displayId: string, request: AssignRequest, fence: Fence | undefined): Promise<StoredActivation | undefined> {
+    const revision = this.#revisions.get(request.revisionId)
+    const capability = this.#capabilities.get(displayId)
+    if (revision === undefined || capability === undefined || revision.organizationId !== request.organizationId) return undefined
+    if (capabilityShortfall(revision.requirements, JSON.parse(capability) as SignalProfileCapability) !== undefined) return undefined
+    const sql = this.#sql
+    const token = fence === undefined ? 0 : fence.token
+    const [row] = await sql<DisplayRow[]>`
+      with tok as (
+        select token from shard_tokens where shard = ${fence?.shard ?? -1} and ${token}::bigint > 0 for share
+      )
+      update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
+        error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
+      from signal_profile_revisions r, display_credentials c
+      where d.id = ${displayId} and d.organization_id = ${request.organizationId} and d.binding_epoch = ${request.expectedBindingEpoch}
+        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability}::text::jsonb
+        and r.id = ${request.revisionId} and r.organization_id = ${request.organizationId}
+        and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
+        and not exists (select 1 from tok where token > ${token}::bigint)
+      returning d.*, c.id as credential_id, c.username, r.data as payload_data, r.byte_length as payload_length`
+    return row && stored(row)
+  }
+
+  /** Reads the display and the revision under a lock, refuses with the first check that fails, else writes the next generation. */
+  async #assignChecked(displayId: string, request: AssignRequest, fence: Fence | undefined): Promise<StoredActivation> {
     return this.#sql.begin(async (tx) => {
       await checkFence(tx, fence)
       // Both sent at once (postgres.js pipelines a transaction's queries): one round trip, not two.
@@ -286,6 +341,8 @@ export class DisplayStore implements DisplayPersistence {
       ])
       if (row === undefined || row.organization_id !== request.organizationId) throw displayNotFound()
       if (revision === undefined) throw new ServiceError('signal_profile_revision_not_found', 'no published revision with that id in this organization')
+      this.#rememberRevision(revision.id, { organizationId: request.organizationId, sha256: revision.sha256, requirements: revision.capability_requirements })
+      this.#rememberCapability(displayId, row.capabilities)
       if (row.binding_epoch !== request.expectedBindingEpoch) {
         throw new ServiceError('display_binding_epoch_conflict', `expectedBindingEpoch ${request.expectedBindingEpoch} is not the display's binding epoch ${row.binding_epoch}`, {
           extra: { bindingEpoch: row.binding_epoch },
@@ -379,6 +436,20 @@ export class DisplayStore implements DisplayPersistence {
   async targets(): Promise<string[]> {
     const rows = await this.#sql<{ id: string }[]>`select id from displays where desired_revision_id is not null order by id`
     return rows.map((r) => r.id)
+  }
+
+  #rememberRevision(id: string, facts: RevisionFacts): void {
+    if (this.#revisions.size >= rememberedLimit) this.#revisions.clear()
+    this.#revisions.set(id, facts)
+  }
+
+  #rememberCapability(displayId: string, capability: SignalProfileCapability | null): void {
+    if (capability === null) {
+      this.#capabilities.delete(displayId)
+      return
+    }
+    if (this.#capabilities.size >= rememberedLimit) this.#capabilities.clear()
+    this.#capabilities.set(displayId, JSON.stringify(capability))
   }
 
   async #row(sql: Sql | TransactionSql, id: string, lock = false): Promise<DisplayRow | undefined> {
