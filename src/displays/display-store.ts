@@ -17,6 +17,7 @@ import type { DesiredActivation, DisplayView } from '../../protocol/schemas/sign
 import type { CapabilityRequirements } from '../../protocol/signal-profile/compiler.js'
 import { storedStatus, type ActivationProgress, type AssignRequest, type DisplayPersistence, type ReceiptSession, type StoredActivation } from '../../actors/display-persistence.js'
 import type { ActivationIdentity } from '../../machines/display-activation.js'
+import { perTurn } from '../per-turn.js'
 
 interface DisplayRow {
   id: string
@@ -145,6 +146,15 @@ export function capabilityShortfall(requirements: CapabilityRequirements, capabi
   return undefined
 }
 
+interface ProgressWrite {
+  displayId: string
+  bindingEpoch: number
+  generation: number
+  progress: ActivationProgress
+  resolve: (updatedAt: Date | undefined) => void
+  reject: (error: unknown) => void
+}
+
 interface RevisionFacts {
   organizationId: string
   sha256: string
@@ -165,6 +175,7 @@ export class DisplayStore implements DisplayPersistence {
    */
   readonly #revisions = new Map<string, RevisionFacts>()
   readonly #capabilities = new Map<string, string>()
+  readonly #progressLater = perTurn<ProgressWrite>((writes) => void this.#saveProgressTogether(writes))
 
   constructor(sql: Sql) {
     this.#sql = sql
@@ -387,7 +398,45 @@ export class DisplayStore implements DisplayPersistence {
       await checkFence(tx, fence)
       return this.#saveProgress(tx, displayId, bindingEpoch, generation, p)
     })
-    return this.#saveProgress(this.#sql, displayId, bindingEpoch, generation, p)
+    return new Promise((resolve, reject) => this.#progressLater({ displayId, bindingEpoch, generation, progress: p, resolve, reject }))
+  }
+
+  /**
+   * The unfenced progress writes asked for in one turn of the event loop (receipts that arrived
+   * together) as one statement, each row with its own binding and generation condition. Should
+   * the statement fail, each is written alone, so one row's fault stays its own.
+   */
+  async #saveProgressTogether(writes: ProgressWrite[]): Promise<void> {
+    const ids = new Set(writes.map((w) => w.displayId.toLowerCase()))
+    if (writes.length === 1 || ids.size !== writes.length) return this.#saveProgressAlone(writes)
+    let rows: { id: string; activation_updated_at: Date }[]
+    try {
+      const values = writes.map((w) => ({
+        id: w.displayId,
+        be: w.bindingEpoch,
+        g: w.generation,
+        ap: w.progress.applied,
+        ec: w.progress.errorCode,
+        pe: w.progress.publishError,
+        pa: w.progress.publishAttempts,
+        rs: w.progress.session,
+      }))
+      rows = await this.#sql<{ id: string; activation_updated_at: Date }[]>`
+        update displays d set applied = v.ap, error_code = v.ec, publish_error = v.pe, publish_attempts = v.pa, receipt_session = v.rs, activation_updated_at = now()
+        from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, be integer, g integer, ap jsonb, ec text, pe text, pa integer, rs jsonb)
+        where d.id = v.id and d.binding_epoch = v.be and d.activation_generation = v.g
+        returning d.id::text as id, d.activation_updated_at`
+    } catch {
+      return this.#saveProgressAlone(writes)
+    }
+    const written = new Map(rows.map((r) => [r.id, r.activation_updated_at]))
+    for (const w of writes) w.resolve(written.get(w.displayId.toLowerCase()))
+  }
+
+  async #saveProgressAlone(writes: readonly ProgressWrite[]): Promise<void> {
+    await Promise.all(
+      writes.map((w) => this.#saveProgress(this.#sql, w.displayId, w.bindingEpoch, w.generation, w.progress).then(w.resolve, w.reject)),
+    )
   }
 
   async #saveProgress(sql: Sql | TransactionSql, displayId: string, bindingEpoch: number, generation: number, p: ActivationProgress): Promise<Date | undefined> {
