@@ -338,7 +338,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // Serialized here, not by the driver: a value JSON cannot encode fails this unit, before any
     // byte is sent, instead of breaking the connection's protocol state inside the driver.
     let events: string | Buffer | undefined, statesJson: string, jobsJson: string
-    const copy = this.#db.kind === 'postgres'
+    const copy = this.#db.stagesByCopy
     try {
       events = copy ? eventCopyText(units) : eventsJson(units)
       statesJson = JSON.stringify(states)
