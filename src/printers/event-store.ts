@@ -349,9 +349,9 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // The json column would keep a NUL character, but nothing else downstream can (text, jsonb: the
     // printer's state, the live feed's readers): refused as before, when data was jsonb. One scan of
     // the flush's text; the walk only when an escaped NUL may be there.
-    const nul = new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
-    if (events === undefined) throw nul
-    if (events.includes('u0000') && units.some(holdsNul)) throw nul
+    // COPY text holds a raw NUL only from an id, key or type (JSON.stringify escapes the data's).
+    if (events === undefined) throw new UnencodableRows(new Error('a text field holds U+0000'), 'nul-field')
+    if (events.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
     const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant }
     const rows =
       typeof events !== 'string'
@@ -387,13 +387,18 @@ function eventsJson(units: readonly PrinterCommit[]): string {
   return JSON.stringify(rows)
 }
 
-/** How long the server may take to confirm a flush's COPY before the flush is given up and rolled back. */
-const copyDeadlineMs = 30_000
+/**
+ * How long the server may take to confirm a flush's COPY before the flush is given up and rolled
+ * back (its requests answer 503 and the bridges retry). A COPY of at most maxEventsPerFlush rows
+ * takes milliseconds; the deadline is for the cases postgres.js never settles: a COPY refused after
+ * its data, or the connection lost between the data and the confirmation.
+ */
+const copyDeadlineMs = 10_000
 
 /**
- * Sends the COPY's rows and waits for the server to confirm them. The deadline is for the
- * one case postgres.js never settles (a COPY refused after its data, porsager/postgres#1173):
- * throwing lets the transaction roll back and frees the connection instead of holding it forever.
+ * Sends the COPY's rows and waits for the server to confirm them, within the deadline: throwing
+ * lets the transaction roll back and frees the connection instead of holding it forever
+ * (porsager/postgres#1173).
  */
 function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
   return new Promise<void>((resolve, reject) => {
@@ -553,10 +558,10 @@ const deviceEvents: PrintJobEvent[] = [
 ]
 const deviceRules = new Map(deviceEvents.map((e) => [JSON.stringify(e), jobStatusRule(e)!]))
 
-/** Rows JSON cannot encode (a value nested beyond the serializer's stack), or data holding a NUL character. */
+/** Rows JSON cannot encode (a value nested beyond the serializer's stack), or data or a text field holding a NUL character. */
 class UnencodableRows extends Error {
-  readonly reason: 'depth' | 'nul'
-  constructor(cause: unknown, reason: 'depth' | 'nul' = 'depth') {
+  readonly reason: 'depth' | 'nul' | 'nul-field'
+  constructor(cause: unknown, reason: 'depth' | 'nul' | 'nul-field' = 'depth') {
     super('event data cannot be encoded as JSON', { cause })
     this.name = 'UnencodableRows'
     this.reason = reason
@@ -595,6 +600,9 @@ function isDataError(error: unknown): boolean {
 }
 
 function translateDataError(error: unknown): unknown {
+  if (error instanceof UnencodableRows && error.reason === 'nul-field') {
+    return new ServiceError('validation_failed', "an event's eventId, idempotencyKey or type holds a NUL character (\\u0000), which the event log cannot store")
+  }
   if (error instanceof UnencodableRows && error.reason === 'nul') {
     return new ServiceError('validation_failed', "an event's data holds a value the event log cannot store: a JSON string may not contain \\u0000")
   }
