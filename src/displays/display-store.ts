@@ -157,8 +157,13 @@ interface ProgressWrite {
 
 interface RevisionFacts {
   organizationId: string
-  sha256: string
   requirements: CapabilityRequirements
+}
+
+/** A display's advertised capability as last read: the value the checks take, the JSON text the statement compares. */
+interface KnownCapability {
+  value: SignalProfileCapability
+  json: string
 }
 
 /** At most this many entries in each of the assignment's memories; a full one is emptied (it only saves work). */
@@ -168,13 +173,13 @@ export class DisplayStore implements DisplayPersistence {
   readonly #sql: Sql
   /**
    * What an assignment checks, as this node last read it: a published revision's facts (never
-   * updated) and each display's advertised capability (JSON text). With both at hand and the
+   * updated) and each display's advertised capability. With both at hand and the
    * checks passing on them, an assignment is one conditional UPDATE that requires the stored
    * capability to equal the one checked; otherwise it runs the transaction that reads and
    * classifies (bench/displays: five statements per assignment were most of the driver's work).
    */
   readonly #revisions = new Map<string, RevisionFacts>()
-  readonly #capabilities = new Map<string, string>()
+  readonly #capabilities = new Map<string, KnownCapability>()
   readonly #progressLater = perTurn<ProgressWrite>((writes) => void this.#saveProgressTogether(writes))
 
   constructor(sql: Sql) {
@@ -321,7 +326,7 @@ export class DisplayStore implements DisplayPersistence {
     const revision = this.#revisions.get(request.revisionId)
     const capability = this.#capabilities.get(displayId)
     if (revision === undefined || capability === undefined || revision.organizationId !== request.organizationId) return undefined
-    if (capabilityShortfall(revision.requirements, JSON.parse(capability) as SignalProfileCapability) !== undefined) return undefined
+    if (capabilityShortfall(revision.requirements, capability.value) !== undefined) return undefined
     const sql = this.#sql
     const token = fence === undefined ? 0 : fence.token
     const [row] = await sql<DisplayRow[]>`
@@ -332,7 +337,7 @@ export class DisplayStore implements DisplayPersistence {
         error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
       from signal_profile_revisions r, display_credentials c
       where d.id = ${displayId} and d.organization_id = ${request.organizationId} and d.binding_epoch = ${request.expectedBindingEpoch}
-        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability}::text::jsonb
+        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability.json}::text::jsonb
         and r.id = ${request.revisionId} and r.organization_id = ${request.organizationId}
         and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
         and not exists (select 1 from tok where token > ${token}::bigint)
@@ -352,7 +357,7 @@ export class DisplayStore implements DisplayPersistence {
       ])
       if (row === undefined || row.organization_id !== request.organizationId) throw displayNotFound()
       if (revision === undefined) throw new ServiceError('signal_profile_revision_not_found', 'no published revision with that id in this organization')
-      this.#rememberRevision(revision.id, { organizationId: request.organizationId, sha256: revision.sha256, requirements: revision.capability_requirements })
+      this.#rememberRevision(revision.id, { organizationId: request.organizationId, requirements: revision.capability_requirements })
       this.#rememberCapability(displayId, row.capabilities)
       if (row.binding_epoch !== request.expectedBindingEpoch) {
         throw new ServiceError('display_binding_epoch_conflict', `expectedBindingEpoch ${request.expectedBindingEpoch} is not the display's binding epoch ${row.binding_epoch}`, {
@@ -498,7 +503,7 @@ export class DisplayStore implements DisplayPersistence {
       return
     }
     if (this.#capabilities.size >= rememberedLimit) this.#capabilities.clear()
-    this.#capabilities.set(displayId, JSON.stringify(capability))
+    this.#capabilities.set(displayId, { value: capability, json: JSON.stringify(capability) })
   }
 
   async #row(sql: Sql | TransactionSql, id: string, lock = false): Promise<DisplayRow | undefined> {

@@ -4,7 +4,7 @@
  * and the silence sweep.
  *
  * Group commit (DESIGN section 5): the units of many concurrent actor
- * messages are written by one statement per flush. On a real PostgreSQL the
+ * messages are written by one flush statement. On a real PostgreSQL the
  * events are first COPYed into a session's staging table (./event-copy.ts),
  * the cheapest form PostgreSQL reads; the embedded store has no COPY and
  * reads them from one JSON document expanded by json_to_recordset. States,
