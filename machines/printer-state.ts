@@ -138,9 +138,11 @@ const reportTypes: ReadonlySet<PrinterEventType> = new Set(['status', 'printer:s
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v.slice(0, 500) : null)
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null)
 
-/** Records a job's new state in `changedJobs` (latest wins per job). */
-function withJobChange(changed: readonly PrinterJob[], job: PrinterJob): PrinterJob[] {
-  return [...changed.filter((j) => j.jobId !== job.jobId), job]
+/** Records a job's new state in `changedJobs` (latest wins per job, listed last). */
+function recordJobChange(changed: PrinterJob[], job: PrinterJob): void {
+  const at = changed.findIndex((j) => j.jobId === job.jobId)
+  if (at >= 0) changed.splice(at, 1)
+  changed.push(job)
 }
 
 /** The id a job opened by this transition takes until the store gives it one: -1, -2, … */
@@ -153,59 +155,73 @@ const isOpen = (job: PrinterJob | null): job is PrinterJob => job !== null && jo
 const running = (job: PrinterJob | null): boolean => isOpen(job)
 
 /**
- * One bridge event applied to a printer's context (pure). Unknown or
- * malformed payload fields are ignored: a bridge event never invents state.
+ * Bridge events, in seqn order, applied to a printer's context as one
+ * transition (pure: `context` and what it holds are never changed). Unknown
+ * or malformed payload fields are ignored: a bridge event never invents state.
+ *
+ * The batch is folded into one working copy of the context, which the steps
+ * below change in place; only the values they replace (a job, an error, the
+ * temperatures, the slots) are new objects. A copy of the whole context per
+ * event, and of the per-event job list, was most of the reducer's cost on a
+ * 100-event batch (bench/ingest).
  */
-export function applyPrinterEvent(context: PrinterContext, event: BridgeEvent): PrinterContext {
+export function applyPrinterEvents(context: PrinterContext, events: readonly BridgeEvent[]): PrinterContext {
+  const next: PrinterContext = { ...context, changedJobs: [], eventJobs: [] }
+  for (const event of events) applyEvent(next, event)
+  return next
+}
+
+/** One event applied to the working copy `c` (owned by applyPrinterEvents). */
+function applyEvent(c: PrinterContext, event: BridgeEvent): void {
   const data = event.data
-  let next: PrinterContext = { ...context, lastSeenAt: Math.max(context.lastSeenAt ?? 0, event.timestamp) }
+  const before = c.job
+  c.lastSeenAt = Math.max(c.lastSeenAt ?? 0, event.timestamp)
   if (reportTypes.has(event.type)) {
-    next = applyReport(next, readPrinterReport(context.printerType, data), event)
+    applyReport(c, readPrinterReport(c.printerType, data), event)
   } else {
     switch (event.type) {
       case 'printer:error':
-        next = raise(next, str(data['code'] ?? data['errorCode']) ?? 'unknown', str(data['message']), event.timestamp)
+        raise(c, str(data['code'] ?? data['errorCode']) ?? 'unknown', str(data['message']), event.timestamp)
         break
       case 'printer:amsUpdate': {
         const slots = slotsFrom(data)
-        if (slots !== undefined) next.ams = keepAssignments(context.ams, slots)
+        if (slots !== undefined) c.ams = keepAssignments(c.ams, slots)
         break
       }
       case 'printer:filamentStateChanged': {
         const runout = data['runout'] ?? data['filamentRunout']
-        if (typeof runout === 'boolean') next.filamentRunout = runout
+        if (typeof runout === 'boolean') c.filamentRunout = runout
         break
       }
       case 'job:start':
-        next = startJob(next, event, str(data['name'] ?? data['fileName'] ?? data['file_name']))
+        startJob(c, event, str(data['name'] ?? data['fileName'] ?? data['file_name']))
         break
       case 'job:update': {
-        const report = readPrinterReport(context.printerType, data)
-        if (isOpen(next.job)) next.job = withProgress(next.job, report)
+        const report = readPrinterReport(c.printerType, data)
+        if (isOpen(c.job)) c.job = withProgress(c.job, report)
         break
       }
       case 'job:pause':
-        if (next.job?.state === 'printing' && next.job.endedAt === null) next.job = { ...next.job, state: 'paused' }
+        if (c.job?.state === 'printing' && c.job.endedAt === null) c.job = { ...c.job, state: 'paused' }
         break
       case 'job:unpause':
       case 'job:offlineRecovery':
-        if (isOpen(next.job)) next.job = { ...next.job, state: 'printing' }
+        if (isOpen(c.job)) c.job = { ...c.job, state: 'printing' }
         break
       case 'job:finish': {
-        if (!isOpen(next.job)) break
+        if (!isOpen(c.job)) break
         const cancelled = data['cancelled'] === true || data['result'] === 'cancelled' || data['status'] === 'cancelled'
         const failed = !cancelled && (data['success'] === false || data['result'] === 'failed' || data['status'] === 'failed')
-        next = endJob(next, cancelled ? 'cancelled' : failed ? 'failed' : 'finished', event.timestamp)
-        if (failed) next = raise(next, 'job_failed', str(data['message'] ?? data['reason']) ?? `job ${next.job!.jobId} failed`, event.timestamp)
+        endJob(c, cancelled ? 'cancelled' : failed ? 'failed' : 'finished', event.timestamp)
+        if (failed) raise(c, 'job_failed', str(data['message'] ?? data['reason']) ?? `job ${c.job!.jobId} failed`, event.timestamp)
         break
       }
       default:
         break
     }
   }
-  if (next.job !== null && next.job !== context.job) next.changedJobs = withJobChange(next.changedJobs, next.job)
-  next.eventJobs = [...context.eventJobs, jobOfEvent(context.job, next.job, event.type)]
-  return next
+  if (c.job !== null && c.job !== before) recordJobChange(c.changedJobs, c.job)
+  c.eventJobs.push(jobOfEvent(before, c.job, event.type))
 }
 
 /** A job:* event belongs to the job open before or after it; any other event only to a job it opened. */
@@ -216,40 +232,41 @@ function jobOfEvent(before: PrinterJob | null, after: PrinterJob | null, type: P
   return opened ? after.jobId : null
 }
 
-/** A state report (normalized or native, already read by the type's adapter) merged into the state. */
-export function applyReport(context: PrinterContext, report: PrinterReport, event: BridgeEvent): PrinterContext {
-  let next: PrinterContext = { ...context }
-  if (report.temperatures !== undefined) next.temperatures = mergeTemperatures(context.temperatures, report.temperatures)
+/** A state report (normalized or native, already read by the type's adapter) merged into the working copy. */
+function applyReport(c: PrinterContext, report: PrinterReport, event: BridgeEvent): void {
+  const previousPhase = c.phase
+  const previousError = c.error
+  const previousStatus = c.rawStatus
+  if (report.temperatures !== undefined) c.temperatures = mergeTemperatures(c.temperatures, report.temperatures)
   if (report.filaments !== undefined) {
     const slots = report.filaments.map((f) => ({ position: f.slot, materialType: f.type, color: f.color_hex, remaining: f.remaining_percent }))
-    next.ams = keepAssignments(context.ams, slots)
+    c.ams = keepAssignments(c.ams, slots)
   }
   if (report.status !== undefined) {
-    next.rawStatus = report.status
-    next.phase = report.phase ?? null
+    c.rawStatus = report.status
+    c.phase = report.phase ?? null
   }
-  const phase = report.status !== undefined ? (report.phase ?? null) : context.phase
+  const phase = report.status !== undefined ? (report.phase ?? null) : previousPhase
   const at = event.timestamp
 
-  if (report.phase !== undefined) next = followPhase(next, report.phase, report, event, context.phase)
-  if (isOpen(next.job)) next.job = withProgress(next.job, report)
+  if (report.phase !== undefined) followPhase(c, report.phase, report, event, previousPhase)
+  if (isOpen(c.job)) c.job = withProgress(c.job, report)
 
   if (report.error !== undefined && report.error !== null) {
-    next = raise(next, report.error.code, report.error.message, at)
+    raise(c, report.error.code, report.error.message, at)
   } else if (phase === 'error') {
     // The word says error and the report names none: keep a standing one, else name it after the word.
-    if (context.error === null) next = raise(next, errorCodeOfWord(context.printerType, report.status ?? context.rawStatus ?? 'error'), report.status ?? context.rawStatus, at)
+    if (previousError === null) raise(c, errorCodeOfWord(c.printerType, report.status ?? previousStatus ?? 'error'), report.status ?? previousStatus, at)
   } else if (phase !== null && healthy.has(phase) && (report.phase !== undefined || report.error === null)) {
-    next.error = null
-    next.acknowledgedError = null
+    c.error = null
+    c.acknowledgedError = null
   }
-  return next
 }
 
 /** Records an error, unless it is the one the operator acknowledged and the printer is still repeating. A standing error of the same code keeps its time. */
-function raise(context: PrinterContext, code: string, message: string | null, at: number): PrinterContext {
-  if (context.acknowledgedError === code) return context
-  return { ...context, error: { code, message, at: context.error?.code === code ? context.error.at : at } }
+function raise(c: PrinterContext, code: string, message: string | null, at: number): void {
+  if (c.acknowledgedError === code) return
+  c.error = { code, message, at: c.error?.code === code ? c.error.at : at }
 }
 
 /** The operator's acknowledgement: the error no longer holds the printer in ERROR. */
@@ -258,54 +275,63 @@ export function acknowledgeError(context: PrinterContext): PrinterContext {
 }
 
 /** What a word's meaning does to the job: open, resume, pause, end. */
-function followPhase(context: PrinterContext, phase: Phase, report: PrinterReport, event: BridgeEvent, previous: Phase | null): PrinterContext {
-  const job = context.job
+function followPhase(c: PrinterContext, phase: Phase, report: PrinterReport, event: BridgeEvent, previous: Phase | null): void {
+  const job = c.job
   const at = event.timestamp
   switch (phase) {
     case 'printing':
     case 'paused': {
       const state = phase
-      if (running(job)) return job!.state === state ? context : { ...context, job: { ...job!, state } }
+      if (running(job)) {
+        if (job!.state !== state) c.job = { ...job!, state }
+        return
+      }
       // Back from an error stop with the same file: the same print goes on.
       if (job !== null && job.state === 'failed' && job.openedByReport === true && previous === 'error' && (report.file_name ?? job.name) === job.name) {
-        return { ...context, job: { ...job, state, endedAt: null } }
+        c.job = { ...job, state, endedAt: null }
+        return
       }
-      return openJob(context, event, report.file_name ?? null, state, true)
+      openJob(c, event, report.file_name ?? null, state, true)
+      return
     }
     case 'finished':
-      return running(job) ? endJob(context, 'finished', at) : context
+      if (running(job)) endJob(c, 'finished', at)
+      return
     case 'cancelled':
-      return running(job) ? endJob(context, 'cancelled', at) : context
+      if (running(job)) endJob(c, 'cancelled', at)
+      return
     case 'error':
-      return running(job) ? endJob(context, 'failed', at) : context
+      if (running(job)) endJob(c, 'failed', at)
+      return
     default:
-      return context
+      return
   }
 }
 
-function startJob(context: PrinterContext, event: BridgeEvent, name: string | null): PrinterContext {
-  const job = context.job
+function startJob(c: PrinterContext, event: BridgeEvent, name: string | null): void {
+  const job = c.job
+  c.error = null
+  c.acknowledgedError = null
   // A report saw the print before the bridge's job:start: the start adopts that job.
   if (isOpen(job) && job.openedByReport === true) {
-    return { ...context, error: null, acknowledgedError: null, job: { ...job!, name: name ?? job!.name, openedByReport: false } }
+    c.job = { ...job, name: name ?? job.name, openedByReport: false }
+    return
   }
-  let next = context
-  if (running(job)) next = { ...next, changedJobs: withJobChange(next.changedJobs, { ...job!, state: 'failed', endedAt: event.timestamp }) }
-  next = openJob(next, event, name, 'printing', false)
-  return { ...next, error: null, acknowledgedError: null }
+  if (running(job)) recordJobChange(c.changedJobs, { ...job!, state: 'failed', endedAt: event.timestamp })
+  openJob(c, event, name, 'printing', false)
 }
 
-function openJob(context: PrinterContext, event: BridgeEvent, name: string | null, state: 'printing' | 'paused', byReport: boolean): PrinterContext {
-  const jobId = event.jobId ?? placeholderId(context)
+function openJob(c: PrinterContext, event: BridgeEvent, name: string | null, state: 'printing' | 'paused', byReport: boolean): void {
+  const jobId = event.jobId ?? placeholderId(c)
   const job: PrinterJob = { jobId, name, progress: 0, state, startedAt: event.timestamp, endedAt: null, remainingSeconds: null, layer: null, totalLayers: null }
   if (byReport) job.openedByReport = true
-  return { ...context, job, changedJobs: withJobChange(context.changedJobs, job) }
+  c.job = job
+  recordJobChange(c.changedJobs, job)
 }
 
-function endJob(context: PrinterContext, state: 'finished' | 'failed' | 'cancelled', at: number): PrinterContext {
-  const job = context.job!
-  const ended: PrinterJob = { ...job, state, endedAt: at, progress: state === 'finished' ? 100 : job.progress, remainingSeconds: state === 'finished' ? 0 : (job.remainingSeconds ?? null) }
-  return { ...context, job: ended }
+function endJob(c: PrinterContext, state: 'finished' | 'failed' | 'cancelled', at: number): void {
+  const job = c.job!
+  c.job = { ...job, state, endedAt: at, progress: state === 'finished' ? 100 : job.progress, remainingSeconds: state === 'finished' ? 0 : (job.remainingSeconds ?? null) }
 }
 
 function withProgress(job: PrinterJob, report: PrinterReport): PrinterJob {

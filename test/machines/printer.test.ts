@@ -174,6 +174,64 @@ t.test('batches - a batch applies its events in one transition, with every job i
   t.equal(snap.context.lastSeenAt, 4)
 })
 
+/** A mixed run of events touching every part of the state: jobs opened by report and by job:start, errors, AMS, temperatures. */
+const mixedRun = (): PrinterMachineEvent[] => [
+  ev('printer:statusUpdate', { status: 'RUNNING', file_name: 'a.3mf' }, { timestamp: 1 }),
+  ev('printer:deltaUpdate', { temperatures: { nozzle: { actual: 210, target: 220 } }, progress: 10 }, { timestamp: 2 }),
+  ev('job:start', { name: 'a.3mf' }, { timestamp: 3, jobId: 7 }),
+  ev('printer:amsUpdate', { slots: [{ position: 0, type: 'PLA', color: '#FF0000', remaining: 90 }] }, { timestamp: 4 }),
+  ev('printer:error', { code: 'E1', message: 'jam' }, { timestamp: 5 }),
+  ev('printer:statusUpdate', { status: 'FAILED' }, { timestamp: 6 }),
+  ev('printer:statusUpdate', { status: 'RUNNING' }, { timestamp: 7 }),
+  ev('job:update', { progress: 60, layer: 30 }, { timestamp: 8 }),
+  ev('job:finish', { success: false, message: 'spaghetti' }, { timestamp: 9 }),
+  ev('job:start', { name: 'b.3mf' }, { timestamp: 10, jobId: 8 }),
+  ev('job:pause', {}, { timestamp: 11 }),
+  ev('printer:filamentStateChanged', { runout: true }, { timestamp: 12 }),
+]
+
+t.test('batches - a batch leaves the same state as its events sent one by one, and lists each event\'s job', async (t) => {
+  const events = mixedRun() as Extract<PrinterMachineEvent, { data: unknown }>[]
+  const oneByOne = apply(events)
+  const [start] = initialTransition(printerMachine, { printerId: 'p1' })
+  const [batched] = transition(printerMachine, start, { type: 'events', events })
+  const { changedJobs: _a, eventJobs: _b, ...state } = batched.context
+  const { changedJobs: _c, eventJobs: _d, ...expected } = oneByOne.context
+  t.same(state, expected)
+  t.same(batched.value, oneByOne.value)
+  // The report opens job -1, job:start adopts it, FAILED ends it; RUNNING again opens -2 (a new
+  // placeholder: -1 is taken in this transition), which fails; job:start opens 8, paused.
+  t.same(batched.context.eventJobs, [-1, null, -1, null, null, null, -2, -2, -2, 8, 8, null])
+  t.same(
+    batched.context.changedJobs.map((j) => [j.jobId, j.state]),
+    [
+      [-1, 'failed'],
+      [-2, 'failed'],
+      [8, 'paused'],
+    ],
+  )
+})
+
+t.test('batches - applying a batch never changes the snapshot it was applied to', async (t) => {
+  const deepFreeze = <T>(value: T): T => {
+    if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+      Object.freeze(value)
+      for (const child of Object.values(value)) deepFreeze(child)
+    }
+    return value
+  }
+  // A state holding a job, an error, slots and temperatures, frozen: any write into it throws.
+  const before = apply(mixedRun().slice(0, 5))
+  const context = deepFreeze(structuredClone(before.context))
+  const copy = structuredClone(context)
+  const [start] = initialTransition(printerMachine, { printerId: 'p1', ...context })
+  const events = mixedRun().slice(5) as Extract<PrinterMachineEvent, { data: unknown }>[]
+  const [after] = transition(printerMachine, start, { type: 'events', events })
+  t.same(context, copy, 'the input state is as it was')
+  t.not(after.context.job, context.job)
+  t.equal(after.context.job?.state, 'paused')
+})
+
 t.test('batches - a batch whose last event is client:disconnect leaves the printer offline; an empty batch is no sign of life', async (t) => {
   const [start] = initialTransition(printerMachine, { printerId: 'p1' })
   const [off] = transition(printerMachine, start, {
