@@ -4,10 +4,11 @@
  * file gets its own PostgreSQL schema, dropped afterwards; without it, an
  * embedded PGlite in a temporary DATA_DIR.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { PGlite } from '@electric-sql/pglite'
 import postgres from 'postgres'
 import { loadConfig, type Config } from '../../src/config.js'
 import { createLogger, type Logger } from '../../src/log.js'
@@ -67,12 +68,33 @@ export function captureLogger(level: 'debug' | 'info' = 'info'): { logger: Logge
   return { logger: createLogger(level, (line) => logs.push(JSON.parse(line) as Record<string, unknown>)), logs }
 }
 
+/**
+ * Embedded runs: a service's first start on an empty DATA_DIR creates its PGlite cluster (initdb,
+ * about 2 s of CPU, most of a test's start). A test that only needs an empty store gets a copy of
+ * a cluster made once per test process instead: initdb only, so migrations, the first admin and
+ * everything else still happen at its start. The first start on an empty directory stays covered
+ * by the tests that pass their own DATA_DIR or start the CLI, and by CI's `npm start` smoke test.
+ */
+let clusterTemplate: Promise<string> | undefined
+async function copyFreshCluster(dataDir: string): Promise<void> {
+  clusterTemplate ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'printfarm-pglite-template-'))
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+    const db = await PGlite.create(join(dir, 'pglite'))
+    await db.close()
+    return join(dir, 'pglite')
+  })()
+  const target = join(dataDir, 'pglite')
+  if (!existsSync(target)) cpSync(await clusterTemplate, target, { recursive: true })
+}
+
 export async function startTestService(
   t: TestContext,
   env: Record<string, string | undefined> = {},
   options: StartOptions = {},
 ): Promise<TestService> {
   const config = loadConfig(testEnv(t, env))
+  if (config.databaseUrl === undefined && !('DATA_DIR' in env)) await copyFreshCluster(config.dataDir)
   const { logger, logs } = captureLogger()
   const service = await startService(config, { logger, ...options })
   t.teardown(() => service.stop())

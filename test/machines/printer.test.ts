@@ -224,7 +224,7 @@ t.test('batches - applying a batch never changes the snapshot it was applied to'
   const before = apply(mixedRun().slice(0, 5))
   const context = deepFreeze(structuredClone(before.context))
   const copy = structuredClone(context)
-  const [start] = initialTransition(printerMachine, { printerId: 'p1', ...context })
+  const [start] = initialTransition(printerMachine, { ...context, printerId: 'p1' })
   const events = mixedRun().slice(5) as Extract<PrinterMachineEvent, { data: unknown }>[]
   const [after] = transition(printerMachine, start, { type: 'events', events })
   t.same(context, copy, 'the input state is as it was')
