@@ -325,8 +325,8 @@ function openJob(c: PrinterContext, event: BridgeEvent, name: string | null, sta
   const jobId = event.jobId ?? placeholderId(c)
   const job: PrinterJob = { jobId, name, progress: 0, state, startedAt: event.timestamp, endedAt: null, remainingSeconds: null, layer: null, totalLayers: null }
   if (byReport) job.openedByReport = true
+  // Listed in changedJobs by applyEvent, in its state at the end of the event.
   c.job = job
-  recordJobChange(c.changedJobs, job)
 }
 
 function endJob(c: PrinterContext, state: 'finished' | 'failed' | 'cancelled', at: number): void {

@@ -4,7 +4,7 @@
  * file gets its own PostgreSQL schema, dropped afterwards; without it, an
  * embedded PGlite in a temporary DATA_DIR.
  */
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -84,8 +84,7 @@ async function copyFreshCluster(dataDir: string): Promise<void> {
     await db.close()
     return join(dir, 'pglite')
   })()
-  const target = join(dataDir, 'pglite')
-  if (!existsSync(target)) cpSync(await clusterTemplate, target, { recursive: true })
+  cpSync(await clusterTemplate, join(dataDir, 'pglite'), { recursive: true })
 }
 
 export async function startTestService(
