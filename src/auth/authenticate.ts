@@ -7,7 +7,7 @@
 import { ServiceError } from '../../protocol/errors.js'
 import type { Principal, RouteAuth } from '../http/route.js'
 import type { Queryable } from '../storage/database.js'
-import { membershipsOf, type Membership } from './accounts.js'
+import { membershipReader, type Membership } from './accounts.js'
 import type { ApiKeyCache } from './api-keys.js'
 import type { Sessions } from './sessions.js'
 import { tokenUse, type OAuthAccessTokens } from '../oauth/access-tokens.js'
@@ -25,6 +25,7 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
 }
 
 export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, oauthTokens: OAuthAccessTokens, now: () => number = Date.now) {
+  const membershipsOf = membershipReader(sql)
   /**
    * An OAuth access token follows the API key rules (the route's scope, its own organization, never
    * the routes for people) and the person's: they must still be a member, and an admin route needs
@@ -92,7 +93,7 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     const { userId } = await sessions.verifyAccessToken(token)
     if (auth.kind === 'user') return { kind: 'user', userId }
 
-    const chosen = chooseOrganization(await membershipsOf(sql, userId), requested)
+    const chosen = chooseOrganization(await membershipsOf(userId), requested)
     if (auth.admin === true && chosen.role !== 'admin') {
       throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
     }

@@ -155,6 +155,18 @@ interface ProgressWrite {
   reject: (error: unknown) => void
 }
 
+/** An assignment whose checks pass on what this node remembers, waiting for its turn's statement. */
+interface AssignWrite {
+  displayId: string
+  request: AssignRequest
+  shard: number
+  token: number
+  /** The capability the checks passed on, as JSON text the statement requires to be still stored. */
+  capability: string
+  resolve: (activation: StoredActivation | undefined) => void
+  reject: (error: unknown) => void
+}
+
 interface RevisionFacts {
   organizationId: string
   requirements: CapabilityRequirements
@@ -181,6 +193,7 @@ export class DisplayStore implements DisplayPersistence {
   readonly #revisions = new Map<string, RevisionFacts>()
   readonly #capabilities = new Map<string, KnownCapability>()
   readonly #progressLater = perTurn<ProgressWrite>((writes) => void this.#saveProgressTogether(writes))
+  readonly #assignLater = perTurn<AssignWrite>((writes) => void this.#assignTogether(writes))
 
   constructor(sql: Sql) {
     this.#sql = sql
@@ -327,17 +340,73 @@ export class DisplayStore implements DisplayPersistence {
     const capability = this.#capabilities.get(displayId)
     if (revision === undefined || capability === undefined || revision.organizationId !== request.organizationId) return undefined
     if (capabilityShortfall(revision.requirements, capability.value) !== undefined) return undefined
+    const write = { displayId, request, shard: fence?.shard ?? -1, token: fence === undefined ? 0 : fence.token, capability: capability.json }
+    return new Promise((resolve, reject) => this.#assignLater({ ...write, resolve, reject }))
+  }
+
+  /**
+   * The one-statement assignments asked for in one turn of the event loop (an operator's or a
+   * script's concurrent POSTs) as one statement, each row with its own conditions; a row that
+   * matches nothing answers undefined, as alone. Should the statement fail, each is written
+   * alone, so one row's fault stays its own. A display's assignments never share a turn (its
+   * actor's mailbox runs them one after another); were one to, each goes alone.
+   */
+  async #assignTogether(writes: AssignWrite[]): Promise<void> {
+    const ids = new Set(writes.map((w) => w.displayId.toLowerCase()))
+    if (writes.length === 1 || ids.size !== writes.length) return this.#assignAlone(writes)
+    let rows: DisplayRow[]
+    try {
+      const values = writes.map((w) => ({
+        id: w.displayId,
+        o: w.request.organizationId,
+        be: w.request.expectedBindingEpoch,
+        g: w.request.expectedActivationGeneration,
+        rv: w.request.revisionId,
+        cap: w.capability,
+        sh: w.shard,
+        tk: w.token,
+      }))
+      const fenced = [...new Set(writes.filter((w) => w.token > 0).map((w) => w.shard))]
+      rows = await this.#sql<DisplayRow[]>`
+        with v as (
+          select * from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, o uuid, be integer, g integer, rv uuid, cap text, sh integer, tk bigint)
+        ), tok as (
+          select shard, token from shard_tokens where shard = any(${fenced}::int[]) for share
+        )
+        update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
+          error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
+        from v, signal_profile_revisions r, display_credentials c
+        where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.organization_id::text = v.o::text and d.binding_epoch = v.be
+          and d.activation_generation = v.g and d.capabilities = v.cap::jsonb
+          and r.id = v.rv and r.organization_id = v.o
+          and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
+          and not exists (select 1 from tok where tok.shard = v.sh and v.tk > 0 and tok.token > v.tk)
+        returning d.*, c.id as credential_id, c.username, r.data as payload_data, r.byte_length as payload_length`
+    } catch {
+      return this.#assignAlone(writes)
+    }
+    const written = new Map(rows.map((r) => [r.id, r]))
+    for (const w of writes) {
+      const row = written.get(w.displayId.toLowerCase())
+      w.resolve(row && stored(row))
+    }
+  }
+
+  async #assignAlone(writes: readonly AssignWrite[]): Promise<void> {
+    await Promise.all(writes.map((w) => this.#assignOne(w).then(w.resolve, w.reject)))
+  }
+
+  async #assignOne({ displayId, request, shard, token, capability }: AssignWrite): Promise<StoredActivation | undefined> {
     const sql = this.#sql
-    const token = fence === undefined ? 0 : fence.token
     const [row] = await sql<DisplayRow[]>`
       with tok as (
-        select token from shard_tokens where shard = ${fence?.shard ?? -1} and ${token}::bigint > 0 for share
+        select token from shard_tokens where shard = ${shard} and ${token}::bigint > 0 for share
       )
       update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
         error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
       from signal_profile_revisions r, display_credentials c
       where d.id = ${displayId} and d.organization_id = ${request.organizationId} and d.binding_epoch = ${request.expectedBindingEpoch}
-        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability.json}::text::jsonb
+        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability}::text::jsonb
         and r.id = ${request.revisionId} and r.organization_id = ${request.organizationId}
         and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
         and not exists (select 1 from tok where token > ${token}::bigint)
@@ -429,7 +498,7 @@ export class DisplayStore implements DisplayPersistence {
       rows = await this.#sql<{ id: string; activation_updated_at: Date }[]>`
         update displays d set applied = v.ap, error_code = v.ec, publish_error = v.pe, publish_attempts = v.pa, receipt_session = v.rs, activation_updated_at = now()
         from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, be integer, g integer, ap jsonb, ec text, pe text, pa integer, rs jsonb)
-        where d.id = v.id and d.binding_epoch = v.be and d.activation_generation = v.g
+        where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.binding_epoch = v.be and d.activation_generation = v.g
         returning d.id::text as id, d.activation_updated_at`
     } catch {
       return this.#saveProgressAlone(writes)
