@@ -4,7 +4,7 @@
  * no other version (DESIGN section 3). After the first connect, MQTT.js
  * reconnects on its own; readiness reports whether it is connected.
  */
-import { connectAsync, type MqttClient } from 'mqtt'
+import { connectAsync, MqttClient } from 'mqtt'
 import { randomBytes } from 'node:crypto'
 import type { Config } from '../config.js'
 import { redact } from '../config.js'
@@ -27,27 +27,23 @@ const connectTimeoutMs = 10_000
 
 export async function connectMqtt(config: Config, logger: Logger, brokerOptions: EmbeddedBrokerOptions = {}): Promise<MqttConnection> {
   let broker: EmbeddedBroker | undefined
-  let url: string
-  let credentials: { username?: string; password?: string } = {}
-  if (config.mqttUrl !== undefined) {
-    url = config.mqttUrl
-  } else {
-    broker = await startEmbeddedBroker(config.host, config.mqttPort, logger, brokerOptions)
-    // A wildcard listens on loopback too; a specific address only on itself.
-    const host = broker.host === '0.0.0.0' ? '127.0.0.1' : broker.host === '::' ? '::1' : broker.host
-    url = `mqtt://${host.includes(':') ? `[${host}]` : host}:${broker.port}`
-    credentials = broker.serviceCredentials
+  const options = {
+    protocolVersion: 4 as const,
+    clientId: `printfarm-${randomBytes(6).toString('hex')}`,
+    connectTimeout: connectTimeoutMs,
+    reconnectPeriod: 1_000,
+    clean: true,
   }
   let client: MqttClient
   try {
-    client = await connectAsync(url, {
-      ...credentials,
-      protocolVersion: 4,
-      clientId: `printfarm-${randomBytes(6).toString('hex')}`,
-      connectTimeout: connectTimeoutMs,
-      reconnectPeriod: 1_000,
-      clean: true,
-    }, false)
+    if (config.mqttUrl !== undefined) {
+      client = await connectAsync(config.mqttUrl, options, false)
+    } else {
+      broker = await startEmbeddedBroker(config.host, config.mqttPort, logger, brokerOptions)
+      // The broker runs in this process: its link is a stream pair, not a loopback socket (embedded-broker.ts).
+      const embedded = broker
+      client = await connected(new MqttClient(() => embedded.connect(), { ...options, ...embedded.serviceCredentials }))
+    }
   } catch (error) {
     await broker?.close().catch(() => undefined)
     const where = config.mqttUrl !== undefined ? `MQTT_URL ${redact(config.mqttUrl)}` : 'the embedded broker'
@@ -66,4 +62,25 @@ export async function connectMqtt(config: Config, logger: Logger, brokerOptions:
       await broker?.close()
     },
   }
+}
+
+/** Resolves once the client's first connection is accepted; rejects (and ends it) if that connection fails. */
+function connected(client: MqttClient): Promise<MqttClient> {
+  return new Promise((resolve, reject) => {
+    const fail = (error: Error) => {
+      client.off('connect', succeed)
+      client.off('close', closed)
+      client.end(true)
+      reject(error)
+    }
+    const closed = () => fail(new Error('the broker closed the connection'))
+    const succeed = () => {
+      client.off('error', fail)
+      client.off('close', closed)
+      resolve(client)
+    }
+    client.once('connect', succeed)
+    client.once('error', fail)
+    client.once('close', closed)
+  })
 }

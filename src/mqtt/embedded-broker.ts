@@ -17,8 +17,10 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, type Server, type Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import { Aedes, type AuthenticateError, type Client } from 'aedes'
 import { indexedMemoryPersistence } from './retained-index.js'
+import { inProcessLink } from './in-process-link.js'
 import { baseTopic, displayTopicAccess, topicRoot } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../log.js'
 import { StartupProblem } from '../startup/problems.js'
@@ -40,6 +42,13 @@ export interface EmbeddedBroker {
   readonly port: number
   /** The service's own login on this broker. */
   readonly serviceCredentials: { username: string; password: string }
+  /**
+   * A connection to this broker inside the process, for the service's own client: MQTT packets
+   * over an in-memory stream pair, not a loopback socket (a system call per packet each way was
+   * a large share of the service's CPU per display activation, bench/displays). The client logs
+   * in with `serviceCredentials` as over TCP.
+   */
+  connect(): Duplex
   /** Disconnects every client logged in with this credential. */
   revoke(credentialId: string): number
   close(): Promise<void>
@@ -118,7 +127,7 @@ export async function startEmbeddedBroker(host: string, port: number, logger: Lo
   const clients = (): Client[] => Object.values((broker as unknown as { clients: Record<string, Client> }).clients)
   // Tracked so close() can end them: one idle socket that never sends CONNECT
   // would otherwise hold server.close() until aedes' connect timeout.
-  const sockets = new Set<Socket>()
+  const sockets = new Set<Socket | Duplex>()
   const server: Server = createServer((socket) => {
     // Small MQTT packets (a PUBACK, a receipt) must not wait for Nagle's algorithm: measured in
     // bench/displays, it held every QoS 1 round trip for ~40 ms (a delayed ACK each way).
@@ -150,6 +159,13 @@ export async function startEmbeddedBroker(host: string, port: number, logger: Lo
     host,
     port: boundPort,
     serviceCredentials: { username, password },
+    connect() {
+      const [client, served] = inProcessLink()
+      sockets.add(served)
+      served.once('close', () => sockets.delete(served))
+      broker.handle(served)
+      return client
+    },
     revoke(credentialId) {
       let closed = 0
       for (const client of clients()) {

@@ -3,13 +3,14 @@
  * service) and the external broker of MQTT_URL (Mosquitto in CI).
  */
 import t from 'tap'
-import { createServer } from 'node:net'
+import { createServer, Socket } from 'node:net'
 import { connectAsync } from 'mqtt'
 import { loadConfig } from '../../../src/config.js'
 import { startService } from '../../../src/service.js'
 import { MqttPortInUse } from '../../../src/mqtt/embedded-broker.js'
 import { BrokerUnreachable } from '../../../src/mqtt/connection.js'
 import { request } from '../../helpers/http.js'
+import { until } from '../../helpers/displays.js'
 import { captureLogger, startTestService, testEnv } from '../../helpers/service.js'
 
 const { logger } = captureLogger()
@@ -45,6 +46,30 @@ t.test('embedded broker - messages the service publishes under the display tree 
   const received = new Promise<string>((resolve) => listener.once('message', (_topic, payload) => resolve(payload.toString())))
   await svc.services.mqtt.client.publishAsync(topic, 'hello', { qos: 1 })
   t.equal(await received, 'hello')
+})
+
+t.test("embedded broker - the service's own client is linked in process, and comes back when that link is cut", async (t) => {
+  const svc = await startTestService(t, { MQTT_URL: undefined })
+  const broker = svc.services.mqtt.broker!
+  const client = svc.services.mqtt.client
+  t.notOk(client.stream instanceof Socket, 'not a socket: an in-memory stream pair')
+  const listener = await connectAsync(`mqtt://127.0.0.1:${broker.port}`, { ...broker.serviceCredentials, protocolVersion: 4, clientId: 'cut-listener' }, false)
+  t.teardown(() => listener.endAsync())
+  const topic = 'svc/v1/00000000-0000-4000-8000-000000000000/display/cut'
+  await listener.subscribeAsync(topic, { qos: 1 })
+  const heard: string[] = []
+  listener.on('message', (_topic, payload) => heard.push(payload.toString()))
+  await client.publishAsync(topic, 'before', { qos: 1 })
+  // The broker's end of the link goes away, as a dropped connection would.
+  const reconnected = new Promise<void>((resolve) => client.once('connect', () => resolve()))
+  client.stream.destroy()
+  await reconnected
+  t.ok(client.connected, 'connected again over a new link')
+  await client.publishAsync(topic, 'after', { qos: 1 })
+  await until(() => heard.length === 2, 'both publications heard')
+  t.same(heard, ['before', 'after'])
+  const ready = await request(svc.url, '/readyz')
+  t.same(ready.json.checks.broker, { ok: true, kind: 'embedded' })
 })
 
 t.test('embedded broker - a taken MQTT_PORT is a clear start-up error naming MQTT_PORT', async (t) => {
