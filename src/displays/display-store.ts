@@ -146,25 +146,27 @@ export function capabilityShortfall(requirements: CapabilityRequirements, capabi
   return undefined
 }
 
-interface ProgressWrite {
+/** A write waiting for its turn's statement (src/per-turn.ts): settled with its own row's outcome. */
+interface Waiting<T> {
+  resolve: (value: T) => void
+  reject: (error: unknown) => void
+}
+
+interface ProgressWrite extends Waiting<Date | undefined> {
   displayId: string
   bindingEpoch: number
   generation: number
   progress: ActivationProgress
-  resolve: (updatedAt: Date | undefined) => void
-  reject: (error: unknown) => void
 }
 
 /** An assignment whose checks pass on what this node remembers, waiting for its turn's statement. */
-interface AssignWrite {
+interface AssignWrite extends Waiting<StoredActivation | undefined> {
   displayId: string
   request: AssignRequest
   shard: number
   token: number
   /** The capability the checks passed on, as JSON text the statement requires to be still stored. */
   capability: string
-  resolve: (activation: StoredActivation | undefined) => void
-  reject: (error: unknown) => void
 }
 
 interface RevisionFacts {
@@ -347,42 +349,18 @@ export class DisplayStore implements DisplayPersistence {
   /**
    * The one-statement assignments asked for in one turn of the event loop (an operator's or a
    * script's concurrent POSTs) as one statement, each row with its own conditions; a row that
-   * matches nothing answers undefined, as alone. Should the statement fail, each is written
+   * matches nothing answers undefined. Should the statement fail for several, each is written
    * alone, so one row's fault stays its own. A display's assignments never share a turn (its
    * actor's mailbox runs them one after another); were one to, each goes alone.
    */
-  async #assignTogether(writes: AssignWrite[]): Promise<void> {
+  async #assignTogether(writes: readonly AssignWrite[]): Promise<void> {
     const ids = new Set(writes.map((w) => w.displayId.toLowerCase()))
-    if (writes.length === 1 || ids.size !== writes.length) return this.#assignAlone(writes)
+    if (ids.size !== writes.length) return this.#assignAlone(writes)
     let rows: DisplayRow[]
     try {
-      const values = writes.map((w) => ({
-        id: w.displayId,
-        o: w.request.organizationId,
-        be: w.request.expectedBindingEpoch,
-        g: w.request.expectedActivationGeneration,
-        rv: w.request.revisionId,
-        cap: w.capability,
-        sh: w.shard,
-        tk: w.token,
-      }))
-      const fenced = [...new Set(writes.filter((w) => w.token > 0).map((w) => w.shard))]
-      rows = await this.#sql<DisplayRow[]>`
-        with v as (
-          select * from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, o uuid, be integer, g integer, rv uuid, cap text, sh integer, tk bigint)
-        ), tok as (
-          select shard, token from shard_tokens where shard = any(${fenced}::int[]) for share
-        )
-        update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
-          error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
-        from v, signal_profile_revisions r, display_credentials c
-        where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.organization_id::text = v.o::text and d.binding_epoch = v.be
-          and d.activation_generation = v.g and d.capabilities = v.cap::jsonb
-          and r.id = v.rv and r.organization_id = v.o
-          and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
-          and not exists (select 1 from tok where tok.shard = v.sh and v.tk > 0 and tok.token > v.tk)
-        returning d.*, c.id as credential_id, c.username, r.data as payload_data, r.byte_length as payload_length`
-    } catch {
+      rows = await this.#assignRows(writes)
+    } catch (error) {
+      if (writes.length === 1) return writes[0]!.reject(error)
       return this.#assignAlone(writes)
     }
     const written = new Map(rows.map((r) => [r.id, r]))
@@ -393,25 +371,40 @@ export class DisplayStore implements DisplayPersistence {
   }
 
   async #assignAlone(writes: readonly AssignWrite[]): Promise<void> {
-    await Promise.all(writes.map((w) => this.#assignOne(w).then(w.resolve, w.reject)))
+    await Promise.all(writes.map((w) => this.#assignTogether([w])))
   }
 
-  async #assignOne({ displayId, request, shard, token, capability }: AssignWrite): Promise<StoredActivation | undefined> {
-    const sql = this.#sql
-    const [row] = await sql<DisplayRow[]>`
-      with tok as (
-        select token from shard_tokens where shard = ${shard} and ${token}::bigint > 0 for share
+  /** The assignment statement for one or more displays: the rows it wrote, with the credential and the revision's bytes. */
+  #assignRows(writes: readonly AssignWrite[]) {
+    const values = writes.map((w) => ({
+      id: w.displayId,
+      o: w.request.organizationId,
+      be: w.request.expectedBindingEpoch,
+      g: w.request.expectedActivationGeneration,
+      rv: w.request.revisionId,
+      cap: w.capability,
+      sh: w.shard,
+      tk: w.token,
+    }))
+    const fenced = [...new Set(writes.filter((w) => w.token > 0).map((w) => w.shard))]
+    // The ids as an array the primary key answers, and the display's organization compared as text: on
+    // a table not yet analyzed the planner otherwise took the organization's displays by its index and
+    // filtered them (900 rows per assignment in bench/displays).
+    return this.#sql<DisplayRow[]>`
+      with v as (
+        select * from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, o uuid, be integer, g integer, rv uuid, cap text, sh integer, tk bigint)
+      ), tok as (
+        select shard, token from shard_tokens where shard = any(${fenced}::int[]) for share
       )
       update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
         error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
-      from signal_profile_revisions r, display_credentials c
-      where d.id = ${displayId} and d.organization_id = ${request.organizationId} and d.binding_epoch = ${request.expectedBindingEpoch}
-        and d.activation_generation = ${request.expectedActivationGeneration} and d.capabilities = ${capability}::text::jsonb
-        and r.id = ${request.revisionId} and r.organization_id = ${request.organizationId}
+      from v, signal_profile_revisions r, display_credentials c
+      where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.organization_id::text = v.o::text and d.binding_epoch = v.be
+        and d.activation_generation = v.g and d.capabilities = v.cap::jsonb
+        and r.id = v.rv and r.organization_id = v.o
         and c.display_id = d.id and c.binding_epoch = d.binding_epoch and c.revoked_at is null
-        and not exists (select 1 from tok where token > ${token}::bigint)
+        and not exists (select 1 from tok where tok.shard = v.sh and v.tk > 0 and tok.token > v.tk)
       returning d.*, c.id as credential_id, c.username, r.data as payload_data, r.byte_length as payload_length`
-    return row && stored(row)
   }
 
   /** Reads the display and the revision under a lock, refuses with the first check that fails, else writes the next generation. */
