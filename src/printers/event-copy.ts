@@ -1,35 +1,25 @@
 /**
  * A flush's events as COPY text (src/printers/event-store.ts, on a real
  * PostgreSQL): PostgreSQL reads tab-separated lines far more cheaply than it
- * expands a JSON document into rows. json_to_recordset was about 45% of the
- * database's CPU per stored event (perf of the backends under bench/ingest),
- * COPY then INSERT ... SELECT half of what the JSON statement took per row.
+ * expands a JSON document into rows, and COPY inserts them into the log in
+ * batches (PostgreSQL's multi-row heap insert) where INSERT ... SELECT
+ * inserts one row at a time.
  *
- * The rows go into a temporary staging table of text columns only, then the
- * flush statement casts them into printer_events with every check it has
- * always made (fences, ON CONFLICT when tolerant). A COPY of text into text
- * columns has nothing to refuse, and it must not: postgres.js never settles
- * a COPY the server rejects after its data was sent, leaving the connection
- * in an aborted transaction (porsager/postgres#1173). The only text it
- * could refuse is a NUL character, which `eventCopyText` answers with
- * `undefined` before a byte is sent; a JavaScript string always encodes as
- * valid UTF-8, and request bodies with unpaired surrogates are refused at
- * the edge. A value the casts refuse fails the INSERT, an ordinary statement
- * error the flush handles as before.
+ * The rows go straight into printer_events, in `eventCopyColumns` order. A
+ * row the log refuses (a duplicate its actor no longer remembered, a value a
+ * column refuses) fails the COPY and so the flush's transaction; the writer
+ * learns it from the statement it sends behind the COPY and writes the flush
+ * again by the JSON statement, which can skip duplicates and name the unit at
+ * fault. The only text COPY could refuse before a row is a NUL character,
+ * which `eventCopyText` answers with `undefined` before a byte is sent; a
+ * JavaScript string always encodes as valid UTF-8, and request bodies with
+ * unpaired surrogates are refused at the edge.
  */
 import type { PrinterCommit } from '../../actors/printer-persistence.js'
 
-/** Session-local, emptied at every commit; created by the flush's own transaction when the connection lacks it. */
-export const eventStageDdl = `
-  create temp table if not exists printfarm_event_stage (
-    p text, o text, a text, s text, e text, k text, t text, h text, at text, d text, j text, x text, ap text
-  ) on commit delete rows`
-
-/** The staged rows with the types of printer_events (the columns json_to_recordset names in the JSON path). */
-export const stagedEvents = `
-  select p::uuid as p, o::uuid as o, a::integer as a, s::bigint as s, e, k, t, h, at::double precision as at,
-    d::integer as d, j::bigint as j, x::json as x, ap::boolean as ap
-  from pg_temp.printfarm_event_stage`
+/** The log's columns in the order of `eventCopyText`'s fields (received_at takes its default). */
+export const eventCopyColumns =
+  'printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied'
 
 const special = /[\\\t\n\r]/
 const specials = /[\\\t\n\r]/g
@@ -48,9 +38,9 @@ function jsonField(value: unknown): string {
 }
 
 /**
- * The rows as UTF-8 bytes, one line per event in the staging table's column
- * order, or undefined when a text holds a NUL character (COPY would refuse
- * the whole flush). Written line by line into one buffer: a string of a whole
+ * The rows as UTF-8 bytes, one line per event in `eventCopyColumns` order,
+ * or undefined when a text holds a NUL character (COPY would refuse the
+ * whole flush). Written line by line into one buffer: a string of a whole
  * flush (hundreds of kilobytes) built by concatenation had to be flattened
  * and copied again to be sent, a sixth of the server's CPU under load.
  * Throws what JSON.stringify throws for data it cannot encode.

@@ -5,9 +5,10 @@
  *
  * Group commit (DESIGN section 5): the units of many concurrent actor
  * messages are written by one flush statement. On a real PostgreSQL the
- * events are first COPYed into a session's staging table (./event-copy.ts),
- * the cheapest form PostgreSQL reads; the embedded store has no COPY and
- * reads them from one JSON document expanded by json_to_recordset. States,
+ * events are COPYed straight into the log (./event-copy.ts), the cheapest
+ * form PostgreSQL reads and inserts, and the statement behind the COPY
+ * writes states, jobs and fences; the embedded store has no COPY and reads
+ * the events from one JSON document expanded by json_to_recordset. States,
  * jobs and fences travel as JSON documents either way: a flush of 1,000
  * events is a few round trips and parses, not thousands of parameters. The
  * flush is one transaction: a unit's events, its state and its jobs are
@@ -21,22 +22,23 @@
  * Duplicates: the actors already keep every event they know is stored out
  * of a flush (the seqn high-water mark, the window of recent ids, and a
  * look-up in the log for what the window forgot), so a flush is first sent
- * as a plain INSERT: no ON CONFLICT pre-check of the unique indexes and no
- * RETURNING of every stored id, about a quarter of PostgreSQL's work per
- * event (bench/ingest). The unique indexes keep the last word: when one
- * refuses a row (23505: the log held an event its actor did not know of),
- * the same flush is sent again as INSERT ... ON CONFLICT DO NOTHING
- * RETURNING, which stores the rest and names what was new (`tolerant`).
- * JSON documents are read by json_to_recordset, not jsonb_to_recordset:
- * the document is only lexed once instead of being built into a sorted
- * jsonb value first.
+ * as a plain insert (the COPY, or the JSON statement without ON CONFLICT):
+ * no pre-check of the unique indexes and no RETURNING of every stored id,
+ * about a quarter of PostgreSQL's work per event (bench/ingest). The unique
+ * indexes keep the last word: when one refuses a row (the log held an event
+ * its actor did not know of), the flush is sent again as the JSON statement
+ * with INSERT ... ON CONFLICT DO NOTHING RETURNING, which stores the rest and
+ * names what was new (`tolerant`). JSON documents are read by
+ * json_to_recordset, not jsonb_to_recordset: the document is only lexed once
+ * instead of being built into a sorted jsonb value first.
  *
- * Not COPY straight into the log: COPY cannot skip a duplicate, and
- * postgres.js never settles a COPY writable that the server rejects after
- * its data, leaking the connection in an aborted transaction
- * (porsager/postgres#1173, open). The staging table has text columns only,
- * so its COPY has nothing to reject; the casts and the unique indexes act
- * in the INSERT that follows, an ordinary statement.
+ * A COPY the log refuses is never waited for: postgres.js never settles a
+ * COPY that the server rejects after its data (porsager/postgres#1173, open),
+ * so the writer sends the flush statement and COMMIT right behind the COPY's
+ * end, without waiting for its confirmation. A refused COPY has aborted the
+ * transaction: the statement answers 25P02 and COMMIT answers ROLLBACK, and
+ * the flush is written again by the JSON statement (`copyFlush`). That also
+ * saves the round trip a confirmation would cost.
  *
  * Flushes are capped at `maxEventsPerFlush` (1,000 by default) so that under
  * load several run at once: one flush taking every waiting unit keeps a
@@ -45,7 +47,8 @@
  * Fencing (DESIGN section 6): each unit carries its shard's token. The
  * statement takes a share lock on the shards' token rows and writes only the
  * units whose token is still the newest; the others are refused
- * (ShardUnavailable 'fenced') and nothing of theirs is stored. The lock
+ * (ShardUnavailable 'fenced') and nothing of theirs is stored (after a COPY,
+ * the statement deletes the rows this transaction COPYed for them). The lock
  * orders the flush against a new owner's token raise: either the flush
  * commits first (and the new owner hydrates after it) or it sees the raised
  * token. Token 0 (the local directory) is not checked.
@@ -61,7 +64,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { ShardUnavailable, shardOf } from '../../actors/shard-directory.js'
 import { readyGateOf, type CommitOutcome, type HydratedPrinter, type PersistedPrinterState, type PrinterCommit, type PrinterPersistence, type StoredEventRef, type TaskStartLink, type TaskStartRequest } from '../../actors/printer-persistence.js'
 import { linkTaskStarts } from '../jobs/task-links.js'
-import { eventCopyText, eventStageDdl, stagedEvents } from './event-copy.js'
+import { eventCopyColumns, eventCopyText } from './event-copy.js'
 import type { Counter, Histogram } from '../metrics.js'
 import { perTurn } from '../per-turn.js'
 import type { Database } from '../storage/database.js'
@@ -86,6 +89,8 @@ export interface WriterOptions {
   maxEventsPerFlush?: number
   /** Counts flushes sent again as ON CONFLICT DO NOTHING because a unique index refused a row of the plain INSERT. */
   tolerantRetries?: Counter | undefined
+  /** Counts COPYs the log refused (a duplicate or a value a column refuses): those flushes went again by the JSON statement. */
+  copyRefusals?: Counter | undefined
   flushSize?: Histogram | undefined
   flushSeconds?: Histogram | undefined
   /** Counts the tasks a job:start started (event "started"). */
@@ -315,21 +320,23 @@ export class PgPrinterPersistence implements PrinterPersistence {
   }
 
   /**
-   * One flush in one transaction: on a real PostgreSQL the events are COPYed into a staging
-   * table and the flush statement reads them from there (./event-copy.ts); on the embedded store
-   * the statement reads them from a JSON document. Plain (`tolerant` false): every event row is
-   * inserted, or the statement fails, so `inserted` is undefined (all of them). Tolerant: rows
-   * the log holds are skipped and `inserted` names the new ones per printer.
+   * One flush in one transaction: on a real PostgreSQL the events are COPYed into the log and
+   * the flush statement follows (./event-copy.ts); on the embedded store, after a refused COPY and
+   * when tolerant, the statement reads them from a JSON document. Plain (`tolerant` false): every
+   * event row is inserted, or the statement fails, so `inserted` is undefined (all of them).
+   * Tolerant: rows the log holds are skipped and `inserted` names the new ones per printer.
    */
   async #write(units: readonly PrinterCommit[], tolerant: boolean): Promise<{ inserted: Map<string, Set<string>> | undefined; fenced: Set<string> }> {
     const states: unknown[] = []
     const jobs: unknown[] = []
-    const fences: { p: string; sh: number; tk: number }[] = []
+    const fences: { p: string; sh: number; tk: number; a: number; lo: number | null; hi: number | null }[] = []
     const fencedShards = new Set<number>()
     for (const u of units) {
       if (u.fencingToken > 0) {
         const shard = shardOf(u.printerId)
-        fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken })
+        // The unit's seqn range: where a COPY put its rows, should the fence refuse it.
+        const seqns = u.events.map((e) => e.seqn)
+        fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken, a: u.assignmentEpoch, lo: seqns.length > 0 ? Math.min(...seqns) : null, hi: seqns.length > 0 ? Math.max(...seqns) : null })
         fencedShards.add(shard)
       }
       states.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, hw: u.highWaterSeqn, st: u.state, on: u.online, seen: u.seen })
@@ -337,10 +344,10 @@ export class PgPrinterPersistence implements PrinterPersistence {
     }
     // Serialized here, not by the driver: a value JSON cannot encode fails this unit, before any
     // byte is sent, instead of breaking the connection's protocol state inside the driver.
-    let events: string | Buffer | undefined, statesJson: string, jobsJson: string
-    const copy = this.#db.stagesByCopy
+    let copied: Buffer | undefined, statesJson: string, jobsJson: string
+    const copy = this.#db.copiesEvents && !tolerant
     try {
-      events = copy ? eventCopyText(units) : eventsJson(units)
+      copied = copy ? eventCopyText(units) : undefined
       statesJson = JSON.stringify(states)
       jobsJson = JSON.stringify(jobs)
     } catch (error) {
@@ -350,13 +357,24 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // printer's state, the live feed's readers): refused as before, when data was jsonb. One scan of
     // the flush's text; the walk only when an escaped NUL may be there.
     // COPY text holds a raw NUL only from an id, key or type (JSON.stringify escapes the data's).
-    if (events === undefined) throw new UnencodableRows(new Error('a text field holds U+0000'), 'nul-field')
-    if (events.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+    if (copy && copied === undefined) throw new UnencodableRows(new Error('a text field holds U+0000'), 'nul-field')
     const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant }
-    const rows =
-      typeof events !== 'string'
-        ? await copyFlush(this.#db.sql, events, parts)
-        : await flushStatement(this.#db.sql, this.#db.sql`select * from json_to_recordset(${events}::text::json) as r(${this.#db.sql.unsafe(eventColumns)})`, parts)
+    let rows: FlushRow[] | undefined
+    if (copied !== undefined) {
+      if (copied.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+      rows = await copyFlush(this.#db.sql, copied, parts)
+      if (rows === undefined) this.#options.copyRefusals?.inc()
+    }
+    if (rows === undefined) {
+      let events: string
+      try {
+        events = eventsJson(units)
+      } catch (error) {
+        throw new UnencodableRows(error)
+      }
+      if (events.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+      rows = await flushStatement(this.#db.sql, this.#db.sql`select * from json_to_recordset(${events}::text::json) as r(${this.#db.sql.unsafe(eventColumns)})`, parts)
+    }
     const inserted = tolerant ? new Map<string, Set<string>>() : undefined
     const fenced = new Set<string>()
     for (const row of rows) {
@@ -388,68 +406,78 @@ function eventsJson(units: readonly PrinterCommit[]): string {
 }
 
 /**
- * How long the server may take to confirm a flush's COPY before the flush is given up and rolled
- * back (its requests answer 503 and the bridges retry). A COPY of at most maxEventsPerFlush rows
- * takes milliseconds; the deadline is for the cases postgres.js never settles: a COPY refused after
- * its data, or the connection lost between the data and the confirmation.
+ * How long the rows of a flush's COPY may take to be handed to the connection before the flush is
+ * given up and rolled back (its requests answer 503 and the bridges retry). At most
+ * maxEventsPerFlush rows take milliseconds; the deadline is for a database that stopped reading.
  */
 const copyDeadlineMs = 10_000
 
 /**
- * Sends the COPY's rows and waits for the server to confirm them, within the deadline: throwing
- * lets the transaction roll back and frees the connection instead of holding it forever
- * (porsager/postgres#1173).
+ * Writes the COPY's rows and its end, and resolves once both are handed to the connection, not
+ * when the server confirms them: postgres.js never settles a COPY the server refuses after its
+ * data (porsager/postgres#1173), and the statement sent behind it tells the outcome anyway.
+ * postgres.js writes the COPY's end (and takes the connection out of COPY mode, so that the next
+ * query may be sent) in the stream's `_final`, which is wrapped here to know when it ran. Rejects
+ * with the server's error when it refuses the COPY while rows are still being written.
  */
 function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(Object.assign(new Error(`the database did not confirm a COPY within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
+    const timer = setTimeout(() => reject(Object.assign(new Error(`the database did not take a COPY's rows within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
     stream.once('error', (error) => {
       clearTimeout(timer)
       reject(error)
     })
-    stream.once('finish', () => {
+    const final = stream._final
+    if (final === undefined) throw new Error("postgres.js's COPY stream has no _final: the driver changed; see src/printers/event-store.ts")
+    stream._final = function (this: Writable, callback) {
+      final.call(this, callback)
       clearTimeout(timer)
       resolve()
-    })
+    }
     stream.end(rows)
   })
 }
 
+/** SQLSTATE 25P02: a statement sent into a transaction an earlier statement (the COPY) had aborted. */
+const inFailedTransaction = '25P02'
+
 /**
- * A flush on a real PostgreSQL: COPY into the staging table, then the flush statement, in one
- * transaction on a connection of its own. The messages go out in three bursts (BEGIN with the
- * staging table's creation and the COPY's start; the rows; the statement with COMMIT), not one
- * round trip each: every round trip waits for a turn of this process's busy event loop, and
- * the flushes' time, not the database's CPU, bounded the throughput. A statement that fails
- * turns the pipelined COMMIT into a rollback (PostgreSQL ends an aborted transaction that way).
+ * A flush on a real PostgreSQL: the COPY of its events into the log, then the flush statement, in
+ * one transaction on a connection of its own. The messages go out in two bursts (BEGIN with the
+ * COPY's start; the rows, the COPY's end, the statement and COMMIT), not one round trip each:
+ * every round trip waits for a turn of this process's busy event loop, and the flushes' time, not
+ * the database's CPU, bounded the throughput. Answers undefined when the log refused the COPY
+ * (the statement behind it answers 25P02, COMMIT answers ROLLBACK: nothing was stored), for the
+ * caller to write the flush by the JSON statement.
  */
-async function copyFlush(pool: Sql, events: Buffer, parts: FlushParts) {
+async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<FlushRow[] | undefined> {
   const sql = await pool.reserve()
   const quiet = (query: Promise<unknown>) => void query.catch(() => undefined)
   try {
     // Each sent at once, in this order (postgres.js sends a query when it is first handled).
     const begun = sql`begin`
     quiet(begun)
-    const staged = sql.unsafe(eventStageDdl)
-    quiet(staged)
     // Nothing else may be sent on the connection until the COPY ends: the server reads it as rows.
-    const stream = await sql`copy pg_temp.printfarm_event_stage from stdin`.writable()
-    await Promise.all([begun, staged])
-    await sendCopy(stream, events)
+    const stream = await sql`copy printer_events (${sql.unsafe(eventCopyColumns)}) from stdin`.writable()
+    await begun
+    await sendCopy(stream, rows)
     // postgres.js sends a query when it is first awaited or handled: the statement first, then COMMIT behind it.
-    const outcome = flushStatement(sql, sql.unsafe(stagedEvents), parts).then(
-      (rows) => ({ rows }),
+    const outcome = flushStatement(sql, undefined, parts).then(
+      (stored) => ({ stored }),
       (error: unknown) => ({ error }),
     )
     const committed = sql`commit`
     quiet(committed)
     const result = await outcome
     if ('error' in result) {
+      // A statement that fails turns the pipelined COMMIT into a rollback (PostgreSQL ends an aborted transaction that way).
       await committed.catch(() => undefined)
+      if ((result.error as { code?: unknown }).code === inFailedTransaction) return undefined
       throw result.error
     }
-    await committed
-    return result.rows
+    // ROLLBACK here would mean the transaction was aborted after all: nothing is stored, so nothing may be answered as stored.
+    if ((await committed).command !== 'COMMIT') return undefined
+    return result.stored
   } catch (error) {
     // Whatever failed before the COMMIT (or the COMMIT itself): the connection goes back without a transaction.
     await sql`rollback`.catch(() => undefined)
@@ -467,27 +495,40 @@ interface FlushParts {
   tolerant: boolean
 }
 
+/** What the flush statement answers: a printer refused by a fence (e null) or, when tolerant, an event it stored. */
+interface FlushRow {
+  p: string
+  e: string | null
+}
+
 /**
- * The flush statement: fences, events (from \`eventRows\`: the staged COPY or the JSON
- * document), states, jobs and what ended jobs change, in one statement. Returns the printers
- * refused by a fence (e null) and, when tolerant, the events it stored.
+ * The flush statement: fences, events (from \`eventRows\`: the JSON document; undefined when the
+ * transaction COPYed them already), states, jobs and what ended jobs change, in one statement.
+ * Returns the printers refused by a fence (e null) and, when tolerant, the events it stored.
  */
-function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: PendingQuery<Row[]>, { fences, fencedShards, states, jobs, tolerant }: FlushParts) {
+function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: PendingQuery<Row[]> | undefined, { fences, fencedShards, states, jobs, tolerant }: FlushParts) {
   const onDuplicate = tolerant ? sql`on conflict do nothing returning printer_id as p, event_id as e` : sql``
   const stored = tolerant ? sql`select p::text as p, e from ev union all ` : sql``
-  return sql<{ p: string; e: string | null }[]>`
+  const events =
+    eventRows === undefined
+      ? // COPYed by this transaction: a refused unit's rows go again (its seqn range, and only the rows this transaction wrote).
+        sql`delete from printer_events e using fu
+          where fu.p in (select p from refused) and e.printer_id = fu.p and e.assignment_epoch = fu.a and e.seqn between fu.lo and fu.hi
+            and e.xmin = pg_current_xact_id()::xid`
+      : sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
+          select p, o, a, s, e, k, t, h, at, d, j, x, ap
+          from (${eventRows}) as r
+          where p not in (select p from refused)
+          ${onDuplicate}`
+  return sql<FlushRow[]>`
     with fu as (
-      select p, sh, tk from json_to_recordset(${fences}::text::json) as r(p uuid, sh integer, tk bigint)
+      select p, sh, tk, a, lo, hi from json_to_recordset(${fences}::text::json) as r(p uuid, sh integer, tk bigint, a integer, lo bigint, hi bigint)
     ), tok as (
       select shard, token from shard_tokens where shard = any(${fencedShards}::int[]) for share
     ), refused as (
       select fu.p from fu join tok on tok.shard = fu.sh where tok.token > fu.tk
     ), ev as (
-      insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
-      select p, o, a, s, e, k, t, h, at, d, j, x, ap
-      from (${eventRows}) as r
-      where p not in (select p from refused)
-      ${onDuplicate}
+      ${events}
     ), st as (
       insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
       select p, o, a, hw, st, "on", case when seen then now() end, now()

@@ -34,6 +34,10 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
       'printer_event_flush_retries_total',
       'Group-commit flushes sent again skipping duplicates, because the log already held an event its printer actor did not know of (a few are normal; many cost throughput).',
     ),
+    copyRefusals: metrics.counter(
+      'printer_event_copy_refusals_total',
+      'Group-commit flushes whose COPY the event log refused (an event it already held, or a value a column refuses) and that were written again by the JSON statement (a few are normal; many cost throughput).',
+    ),
   })
   const ingested = metrics.counter('printer_events_total', 'Printer events by outcome: stored, duplicate (already stored), refused (never stored).', ['outcome'])
   const outcomes = { stored: ingested.cell({ outcome: 'stored' }), duplicate: ingested.cell({ outcome: 'duplicate' }), refused: ingested.cell({ outcome: 'refused' }) }

@@ -21,11 +21,10 @@ export interface Database {
   readonly kind: StoreKind
   readonly schema: string
   /**
-   * Whether this role may create temporary tables, where a flush of events is COPYed first
-   * (src/printers/event-copy.ts). PGlite has no COPY from a client; a real PostgreSQL where the
-   * TEMPORARY privilege was revoked gets the slower JSON statement instead.
+   * Whether a flush of bridge events is COPYed into the event log (src/printers/event-copy.ts):
+   * on a real PostgreSQL. PGlite has no COPY from a client and gets the JSON statement.
    */
-  readonly stagesByCopy: boolean
+  readonly copiesEvents: boolean
   /** Round trip to the store in ms; rejects when it does not answer within timeoutMs. */
   ping(timeoutMs: number): Promise<number>
   close(): Promise<void>
@@ -74,16 +73,12 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
     const where = config.databaseUrl !== undefined ? redact(config.databaseUrl) : 'embedded PGlite'
     throw new StoreUnreachable(`cannot reach the database at ${where}: ${(error as Error).message} (check DATABASE_URL)`, { cause: error })
   }
-  const stagesByCopy = kind === 'postgres' && (await mayCreateTempTables(sql))
-  if (kind === 'postgres' && !stagesByCopy) {
-    logger.warn('the database role lacks the TEMPORARY privilege: bridge events are written without COPY, at a lower rate', { schema: config.databaseSchema })
-  }
   logger.info('store connected', { kind, schema: config.databaseSchema })
   return {
     sql,
     kind,
     schema: config.databaseSchema,
-    stagesByCopy,
+    copiesEvents: kind === 'postgres',
     ping,
     async close() {
       await sql.end({ timeout: 5 })
@@ -92,7 +87,3 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
   }
 }
 
-async function mayCreateTempTables(sql: Sql): Promise<boolean> {
-  const [row] = await sql<{ ok: boolean }[]>`select has_database_privilege(current_database(), 'TEMPORARY') as ok`
-  return row?.ok === true
-}

@@ -70,6 +70,30 @@ t.test('fencing - a write with an older token than the shard\'s newest is refuse
   t.pass('the current token, and a shard never taken, pass')
 })
 
+t.test('fencing - a refused unit whose seqns straddle events the current owner stored: none of its events is kept, every one of the owner\'s is', async (t) => {
+  const svc = await startTestService(t, { REDIS_URL: undefined })
+  const sql = svc.services.db.sql
+  const farm = await openFarm(svc.url)
+  const printer = await addPrinter(farm)
+  await sql`insert into shard_tokens (shard, token, owner) values (${shardOf(printer)}, 7, 'new-owner')`
+  const store = new PgPrinterPersistence(svc.services.db)
+  // The current owner (token 7) stores seqns 1 and 2.
+  await store.commit(unit(printer, farm.orgId, 7, 1))
+  await store.commit(unit(printer, farm.orgId, 7, 2))
+  // The former owner (token 6) still writes seqns 0 and 3: on PostgreSQL its rows reach the log by
+  // COPY before the statement sees the fence, and must leave again without touching 1 and 2.
+  const stale = unit(printer, farm.orgId, 6, 0)
+  stale.events = [...stale.events, { ...stale.events[0]!, eventId: 'f-3', seqn: 3 }]
+  stale.highWaterSeqn = 3
+  await t.rejects(store.commit(stale), ShardUnavailable, 'the stale unit is refused')
+  const stored = await sql<{ seqn: number; event_id: string }[]>`select seqn, event_id from printer_events where printer_id = ${printer} order by seqn`
+  t.same(stored, [
+    { seqn: 1, event_id: 'f-1' },
+    { seqn: 2, event_id: 'f-2' },
+  ])
+  t.match((await sql`select high_water_seqn from printer_state where printer_id = ${printer}`)[0], { high_water_seqn: 2 }, "the owner's state stands")
+})
+
 t.test('fencing - a node whose shard was taken behind its back (a Redis failover repeating a lease) has its next write refused: 503, nothing stored, the shard given up, then taken again with a newer token', { skip: process.env['REDIS_URL'] === undefined ? 'needs REDIS_URL (the Redis directory)' : false }, async (t) => {
   const svc = await startTestService(t, { SHARD_LEASE_MS: '2000' })
   const sql = svc.services.db.sql

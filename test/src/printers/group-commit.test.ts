@@ -7,9 +7,10 @@ import { startTestService } from '../../helpers/service.js'
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 
-// The group commit writes a flush as a plain INSERT and falls back to ON CONFLICT DO NOTHING
-// only when a unique index refuses a row: these tests put rows in the log behind the writer's
-// back (what an actor whose memory forgot them would send again) and check both paths.
+// The group commit writes a flush as a plain insert (on PostgreSQL a COPY into the log, on PGlite
+// a JSON statement) and falls back to the JSON statement with ON CONFLICT DO NOTHING only when a
+// unique index refuses a row: these tests put rows in the log behind the writer's back (what an
+// actor whose memory forgot them would send again) and check every path.
 const svc = await startTestService(t)
 const farm = await openFarm(svc.url)
 const sql = svc.services.db.sql
@@ -61,7 +62,8 @@ t.test('group commit - an event the log already holds is skipped, the rest of th
   await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
     values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
   const retries = counter()
-  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: retries })
+  const refusals = counter()
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: retries, copyRefusals: refusals })
   const [outA, outB] = await Promise.all([
     writer.commit(unit(a, [event(5, 'a-known'), event(6, 'a-new')])),
     writer.commit(unit(b, [event(0, 'b-0'), event(1, 'b-1')])),
@@ -71,6 +73,26 @@ t.test('group commit - an event the log already holds is skipped, the rest of th
   t.same(await eventIdsOf(a), ['a-known', 'a-new'], 'the known event once, under its first seqn')
   t.same(await eventIdsOf(b), ['b-0', 'b-1'])
   t.equal(retries.count, 1, 'one flush sent again skipping duplicates')
+  t.equal(refusals.count, svc.services.db.copiesEvents ? 1 : 0, 'on PostgreSQL the COPY was refused first, and nothing of it kept')
+})
+
+t.test('group commit - COPYs the log refuses, more in a row than the pool has connections, leave none behind: each flush stores its new event once', async (t) => {
+  const a = await addPrinter(farm)
+  const refusals = counter()
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: counter(), copyRefusals: refusals })
+  // A connection left in an aborted transaction or in COPY mode would fail or stall a later flush.
+  const flushes = 15
+  for (let i = 0; i < flushes; i++) {
+    await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+      values (${a}, ${farm.orgId}, 1, ${i}, ${`a-known-${i}`}, 'heartbeat', 'host-a', 0, 1, '{}')`
+    const out = await writer.commit(unit(a, [event(100 + 2 * i, `a-known-${i}`), event(101 + 2 * i, `a-new-${i}`)]))
+    t.same([...out.inserted], [`a-new-${i}`], `flush ${i}: only the new event is reported stored`)
+  }
+  const rows = await sql<{ event_id: string }[]>`select event_id from printer_events where printer_id = ${a} and event_id like 'a-new-%'`
+  t.equal(rows.length, flushes, 'every new event stored once')
+  t.equal(refusals.count, svc.services.db.copiesEvents ? flushes : 0, 'each COPY was refused and written again')
+  const [open] = await sql<{ n: number }[]>`select count(*)::int as n from printer_events where printer_id = ${a}`
+  t.equal(open!.n, 2 * flushes, 'nothing else reached the log')
 })
 
 t.test('group commit - a unit whose every event the log already holds is reported with nothing new, beside a unit stored as usual', async (t) => {
