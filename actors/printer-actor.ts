@@ -144,10 +144,10 @@ export class PrinterActor {
     const duplicates: IncomingEvent[] = []
     const late: IncomingEvent[] = []
     // At or below the mark with an eventId the memory window does not hold: the log tells which.
-    const unknown = classified.duplicates.filter((e) => e.seqn <= context.highWaterSeqn && !isRemembered(context.recent, e))
-    const stored = unknown.length === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, unknown.map((e) => e.seqn))
+    const unknown = new Set(classified.forgotten)
+    const stored = unknown.size === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, classified.forgotten.map((e) => e.seqn))
     for (const event of classified.duplicates) {
-      const at = unknown.includes(event) ? stored.get(event.seqn) : event.eventId
+      const at = unknown.has(event) ? stored.get(event.seqn) : event.eventId
       if (at === event.eventId) duplicates.push(event)
       else if (at !== undefined) refused.push({ eventId: event.eventId, seqn: event.seqn, reason: `seqn ${event.seqn} already holds another event (a reused seqn is a bridge fault; not stored)` })
       else late.push(event)
@@ -485,10 +485,6 @@ function persistable(context: PrinterContext): PersistedPrinterState {
 
 function record(e: IncomingEvent, jobId: number | null, applied: boolean): EventRecord {
   return { eventId: e.eventId, idempotencyKey: e.idempotencyKey ?? null, type: e.type, seqn: e.seqn, timestamp: e.timestamp, deliveryAttempt: e.deliveryAttempt, data: e.data, jobId, applied }
-}
-
-function isRemembered(recent: readonly string[], event: { eventId: string; idempotencyKey?: string | undefined }): boolean {
-  return recent.includes(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.includes(`k:${event.idempotencyKey}`))
 }
 
 function dataOf(e: IncomingEvent): Record<string, unknown> {

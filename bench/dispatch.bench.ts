@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { bridgeScopes } from '../protocol/scopes.js'
 import { jsonClient } from './support/http.js'
-import { freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { freePort, startProcess, stopProcess, waitForHttp, startServiceProcess } from './support/process.js'
 import { reportMeasurement, reportSkipped } from './support/report.js'
 
 const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -51,7 +51,7 @@ try {
 const schema = `bench_${randomBytes(5).toString('hex')}`
 const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-dispatch-'))
 const port = await freePort()
-const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+const child = startServiceProcess([], {
   PORT: String(port),
   HOST: '127.0.0.1',
   DATA_DIR: dataDir,

@@ -35,7 +35,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { connectAsync, type MqttClient } from 'mqtt'
 import postgres from 'postgres'
-import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
+import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { DisplaySimulator } from '../src/displays/simulator.js'
 
@@ -86,7 +86,7 @@ async function measureService() {
   const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
   // BENCH_NODE_ARGS: extra flags for the server process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
   const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean)
-  const child = startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+  const child = startServiceProcess(nodeArgs, {
     PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', MQTT_PORT: String(mqttPort), MQTT_URL: undefined, REDIS_URL: undefined,
     DATABASE_URL: databaseUrl, DATABASE_SCHEMA: schema, PRINTFARM_ADMIN_EMAIL: admin.email, PRINTFARM_ADMIN_PASSWORD: admin.password,
   })

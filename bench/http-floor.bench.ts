@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { ChildProcess } from 'node:child_process'
 import { runLoad, type LoadResult } from './support/load.js'
-import { cpuSeconds, freePort, median, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { cpuSeconds, freePort, median, startProcess, stopProcess, waitForHttp, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement } from './support/report.js'
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 3)
@@ -48,7 +48,7 @@ async function withServer(kind: 'full' | 'bare', fn: (child: ChildProcess, port:
   if (kind === 'full') {
     dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
     const cli = fileURLToPath(new URL('../src/cli.js', import.meta.url))
-    child = startProcess([cli, 'serve'], {
+    child = startServiceProcess([], {
       PORT: String(port),
       HOST: '127.0.0.1',
       DATA_DIR: dataDir,

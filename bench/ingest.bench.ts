@@ -22,7 +22,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { readdirSync, readFileSync } from 'node:fs'
-import { cpuSeconds, freePort, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { cpuSeconds, freePort, startProcess, stopProcess, waitForHttp, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { placementOf } from '../src/cluster/redis-shard-directory.js'
 import { shardCount, shardOf } from '../actors/shard-directory.js'
@@ -315,7 +315,7 @@ const redisUrl = process.env['BENCH_REDIS_URL'] ?? (nodeCount > 1 ? (process.env
 const ports = [port, ...(await Promise.all(Array.from({ length: nodeCount - 1 }, () => freePort())))]
 const secretKey = randomBytes(32).toString('base64')
 const children = ports.map((p, n) =>
-  startProcess([...nodeArgs, fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+  startServiceProcess(nodeArgs, {
     PORT: String(p),
     HOST: '127.0.0.1',
     DATA_DIR: n === 0 ? dataDir : `${dataDir}-${n}`,

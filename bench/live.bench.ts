@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
-import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds } from './support/process.js'
+import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { openWsClients } from './support/ws-clients.js'
 
@@ -95,7 +95,7 @@ async function paced(perSecond: number, ms: number, fn: () => Promise<void>): Pr
 async function measureService(): Promise<Measured & { frameBytes: number }> {
   const port = await freePort()
   const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-'))
-  const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+  const child = startServiceProcess([], {
     PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', MQTT_PORT: '0', MQTT_URL: undefined, REDIS_URL: undefined,
     DATABASE_URL: databaseUrl, DATABASE_SCHEMA: schema, PRINTFARM_ADMIN_EMAIL: admin.email, PRINTFARM_ADMIN_PASSWORD: admin.password,
   })

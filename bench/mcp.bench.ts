@@ -23,7 +23,7 @@ import { FarmMcp } from '../src/mcp/server.js'
 import { startService } from '../src/service.js'
 import type { Principal } from '../src/http/route.js'
 import { jsonClient } from './support/http.js'
-import { freePort, median, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { freePort, median, startProcess, startServiceProcess, stopProcess, waitForHttp } from './support/process.js'
 import { reportMeasurement } from './support/report.js'
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 3)
@@ -98,7 +98,7 @@ const serverDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-mcp-'))
 const localDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-mcp-local-'))
 const port = await freePort()
 const base = `http://127.0.0.1:${port}`
-const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+const child = startServiceProcess([], {
   PORT: String(port),
   HOST: '127.0.0.1',
   PUBLIC_BASE_URL: base,

@@ -24,7 +24,7 @@ import yauzl from 'yauzl'
 import { extractMetadata } from '../src/files/extract-metadata.js'
 import { FsFileStore } from '../src/files/fs-file-store.js'
 import { jsonClient, type Reply } from './support/http.js'
-import { freePort, median, startProcess, stopProcess, waitForHttp } from './support/process.js'
+import { freePort, median, startProcess, stopProcess, waitForHttp, startServiceProcess } from './support/process.js'
 import { reportDetail, reportMeasurement } from './support/report.js'
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 3)
@@ -110,7 +110,7 @@ function rssMb(pid: number): number {
 
 const dataDir = mkdtempSync(join(tmpdir(), 'printfarm-bench-upload-'))
 const port = await freePort()
-const child = startProcess([fileURLToPath(new URL('../src/cli.js', import.meta.url)), 'serve'], {
+const child = startServiceProcess([], {
   PORT: String(port),
   HOST: '127.0.0.1',
   DATA_DIR: dataDir,

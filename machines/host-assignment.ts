@@ -134,6 +134,8 @@ export interface Classified<E extends SequencedEvent> {
   apply: E[]
   /** Already applied (seqn at or below the high-water mark, or a known eventId / idempotency key). */
   duplicates: E[]
+  /** Of `duplicates`, those at or below the mark whose eventId and key the window no longer holds: duplicates or late events, only the log can tell. */
+  forgotten: E[]
   /** Missing seqns: recorded, never invented (DESIGN section 5). */
   gaps: { after: number; before: number }[]
   /** The high-water mark once `apply` is committed. */
@@ -145,10 +147,12 @@ export function classifyEvents<E extends SequencedEvent>(context: HostAssignment
   const recent = new Set(context.recent)
   const apply: E[] = []
   const duplicates: E[] = []
+  const forgotten: E[] = []
   for (const event of [...events].sort((a, b) => a.seqn - b.seqn)) {
-    const known =
-      event.seqn <= context.highWaterSeqn || recent.has(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.has(`k:${event.idempotencyKey}`))
-    ;(known ? duplicates : apply).push(event)
+    const remembered = recent.has(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.has(`k:${event.idempotencyKey}`))
+    if (remembered) duplicates.push(event)
+    else if (event.seqn <= context.highWaterSeqn) duplicates.push(event), forgotten.push(event)
+    else apply.push(event)
   }
   const gaps: { after: number; before: number }[] = []
   let previous = context.highWaterSeqn
@@ -157,5 +161,5 @@ export function classifyEvents<E extends SequencedEvent>(context: HostAssignment
     if (previous >= 0 && event.seqn > previous + 1) gaps.push({ after: previous, before: event.seqn })
     previous = event.seqn
   }
-  return { apply, duplicates, gaps, highWaterSeqn: Math.max(context.highWaterSeqn, previous) }
+  return { apply, duplicates, forgotten, gaps, highWaterSeqn: Math.max(context.highWaterSeqn, previous) }
 }

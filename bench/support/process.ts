@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { request } from 'node:http'
+import { fileURLToPath } from 'node:url'
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -13,6 +14,22 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
     })
   })
+}
+
+/**
+ * The Node.js flags \`npm start\` gives the service (package.json's start script), so that the
+ * benchmarks measure the service as it is started.
+ */
+export function serviceNodeFlags(): string[] {
+  const packageJson = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }
+  const flags = /\bnode((?: --\S+)*) dist\/src\/cli\.js serve\b/.exec(packageJson.scripts.start)
+  if (flags === null) throw new Error(`package.json's start script does not run "node [flags] dist/src/cli.js serve": ${packageJson.scripts.start}`)
+  return flags[1]!.split(' ').filter(Boolean)
+}
+
+/** The service (\`printfarm serve\`) with npm start's Node.js flags, after \`nodeArgs\` (a profiler's, say). */
+export function startServiceProcess(nodeArgs: string[], env: Record<string, string | undefined>): ChildProcess {
+  return startProcess([...serviceNodeFlags(), ...nodeArgs, fileURLToPath(new URL('../../src/cli.js', import.meta.url)), 'serve'], env)
 }
 
 export function startProcess(args: string[], env: Record<string, string | undefined>): ChildProcess {

@@ -100,6 +100,20 @@ t.test('classify - a seqn at or below the high-water mark, a known eventId or a 
   t.equal(out.highWaterSeqn, 13)
 })
 
+t.test('classify - of the duplicates, those at or below the mark that the window no longer holds are named forgotten (only the log can tell them from late events)', async (t) => {
+  const c = ctx({ highWaterSeqn: 10, recent: ['e:kept', 'k:key-1'] })
+  const out = classifyEvents(c, [
+    { eventId: 'kept', seqn: 9 },
+    { eventId: 'by-key', seqn: 8, idempotencyKey: 'key-1' },
+    { eventId: 'gone', seqn: 7 },
+    { eventId: 'kept', seqn: 12 },
+    { eventId: 'new', seqn: 13 },
+  ])
+  t.same(out.forgotten.map((e) => e.eventId), ['gone'])
+  t.same(out.duplicates.map((e) => e.eventId), ['gone', 'by-key', 'kept', 'kept'], 'all four are duplicates, in seqn order')
+  t.same(out.apply.map((e) => e.eventId), ['new'])
+})
+
 t.test('classify - gaps are recorded, never filled', async (t) => {
   const out = classifyEvents(ctx({ highWaterSeqn: 10 }), [
     { eventId: 'a', seqn: 12 },
