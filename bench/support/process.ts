@@ -17,7 +17,7 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The Node.js flags \`npm start\` gives the service (package.json's start script), so that the
+ * The Node.js flags `npm start` gives the service (package.json's start script), so that the
  * benchmarks measure the service as it is started.
  */
 export function serviceNodeFlags(): string[] {
@@ -27,7 +27,7 @@ export function serviceNodeFlags(): string[] {
   return flags[1]!.split(' ').filter(Boolean)
 }
 
-/** The service (\`printfarm serve\`) with npm start's Node.js flags, after \`nodeArgs\` (a profiler's, say). */
+/** The service (`printfarm serve`) with npm start's Node.js flags, after `nodeArgs` (a profiler's, say). */
 export function startServiceProcess(nodeArgs: string[], env: Record<string, string | undefined>): ChildProcess {
   return startProcess([...serviceNodeFlags(), ...nodeArgs, fileURLToPath(new URL('../../src/cli.js', import.meta.url)), 'serve'], env)
 }
