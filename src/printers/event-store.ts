@@ -326,7 +326,11 @@ export class PgPrinterPersistence implements PrinterPersistence {
    * event row is inserted, or the statement fails, so `inserted` is undefined (all of them).
    * Tolerant: rows the log holds are skipped and `inserted` names the new ones per printer.
    */
-  async #write(units: readonly PrinterCommit[], tolerant: boolean): Promise<{ inserted: Map<string, Set<string>> | undefined; fenced: Set<string> }> {
+  async #write(queued: readonly PrinterCommit[], tolerant: boolean): Promise<{ inserted: Map<string, Set<string>> | undefined; fenced: Set<string> }> {
+    // Every flush writes its printers' rows in one order: two flushes that meet on the same printers
+    // (a shard's former owner and its new one, both sent a retried batch during a move) wait for
+    // each other instead of deadlocking.
+    const units = [...queued].sort((a, b) => (a.printerId < b.printerId ? -1 : a.printerId > b.printerId ? 1 : 0))
     const states: unknown[] = []
     const jobs: unknown[] = []
     const fences: { p: string; sh: number; tk: number; a: number; lo: number | null; hi: number | null }[] = []
@@ -422,13 +426,18 @@ const copyDeadlineMs = 10_000
  */
 function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(Object.assign(new Error(`the database did not take a COPY's rows within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
+    // Destroying the stream ends the COPY (postgres.js sends CopyFail) and takes the connection out
+    // of COPY mode, so the ROLLBACK that follows is sent instead of being refused by the driver.
+    const timer = setTimeout(() => stream.destroy(Object.assign(new Error(`the database did not take a COPY's rows within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
     stream.once('error', (error) => {
       clearTimeout(timer)
       reject(error)
     })
     const final = stream._final
-    if (final === undefined) throw new Error("postgres.js's COPY stream has no _final: the driver changed; see src/printers/event-store.ts")
+    if (final === undefined) {
+      stream.destroy(new Error("postgres.js's COPY stream has no _final: the driver changed; see src/printers/event-store.ts"))
+      return
+    }
     stream._final = function (this: Writable, callback) {
       final.call(this, callback)
       clearTimeout(timer)
@@ -436,6 +445,12 @@ function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
     }
     stream.end(rows)
   })
+}
+
+/** An error PostgreSQL sent (a five-character SQLSTATE), not one of the connection or of this process. */
+function isServerError(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
 }
 
 /** SQLSTATE 25P02: a statement sent into a transaction an earlier statement (the COPY) had aborted. */
@@ -460,7 +475,15 @@ async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<Fl
     // Nothing else may be sent on the connection until the COPY ends: the server reads it as rows.
     const stream = await sql`copy printer_events (${sql.unsafe(eventCopyColumns)}) from stdin`.writable()
     await begun
-    await sendCopy(stream, rows)
+    try {
+      await sendCopy(stream, rows)
+    } catch (error) {
+      // Refused while rows were still being written (the server's own error, whatever it is): as
+      // refused after them, the flush goes again by the JSON statement.
+      if (!isServerError(error)) throw error
+      await sql`rollback`.catch(() => undefined)
+      return undefined
+    }
     // postgres.js sends a query when it is first awaited or handled: the statement first, then COMMIT behind it.
     const outcome = flushStatement(sql, undefined, parts).then(
       (stored) => ({ stored }),

@@ -76,6 +76,26 @@ t.test('group commit - an event the log already holds is skipped, the rest of th
   t.equal(refusals.count, svc.services.db.copiesEvents ? 1 : 0, 'on PostgreSQL the COPY was refused first, and nothing of it kept')
 })
 
+t.test('group commit - a flush of one large unit refused at its first row stores the rest once', async (t) => {
+  const a = await addPrinter(farm)
+  await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
+    values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
+  const refusals = counter()
+  const writer = new PgPrinterPersistence(svc.services.db, { tolerantRetries: counter(), copyRefusals: refusals })
+  // About 10 MB of rows, one unit (a flush takes whole units, beyond maxEventsPerFlush): PostgreSQL
+  // refuses the COPY at its first rows, while or after the rest is written; either way the flush
+  // goes again by the JSON statement.
+  const padding = 'x'.repeat(1_000)
+  const events = [event(1, 'a-known'), ...Array.from({ length: 10_000 }, (_, i) => event(2 + i, `a-${i}`, { padding }))]
+  const out = await writer.commit(unit(a, events))
+  t.equal(out.inserted.size, 10_000, 'every new event reported stored')
+  t.notOk(out.inserted.has('a-known'))
+  const [counts] = await sql<{ n: number; known: number }[]>`
+    select count(*)::int as n, count(*) filter (where event_id = 'a-known')::int as known from printer_events where printer_id = ${a}`
+  t.same(counts, { n: 10_001, known: 1 }, 'the new events once each, the known one still once')
+  t.equal(refusals.count, svc.services.db.copiesEvents ? 1 : 0, 'counted as a refused COPY')
+})
+
 t.test('group commit - COPYs the log refuses, more in a row than the pool has connections, leave none behind: each flush stores its new event once', async (t) => {
   const a = await addPrinter(farm)
   const refusals = counter()
