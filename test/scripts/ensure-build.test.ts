@@ -18,9 +18,9 @@ t.test('npm start - a build that is current is not compiled again', async (t) =>
   t.equal(second.stderr, '', 'nothing built, nothing said')
 })
 
-t.test('npm start - package.json starts the built service through the build check', async (t) => {
+t.test('npm start - package.json starts the built service through the build check, with a young generation sized for requests in flight', async (t) => {
   const { createRequire } = await import('node:module')
   const pkg = createRequire(import.meta.url)('../../package.json') as { scripts: Record<string, string> }
-  t.equal(pkg.scripts['start'], 'node scripts/ensure-build.mjs && node dist/src/cli.js serve')
+  t.equal(pkg.scripts['start'], 'node scripts/ensure-build.mjs && node --max-semi-space-size=64 dist/src/cli.js serve')
   t.equal(pkg.scripts['prepare'], 'node scripts/ensure-build.mjs --if-possible', 'npm install / npm ci build once')
 })
