@@ -247,15 +247,26 @@ t.test('three nodes - display activations continue after their owner dies: the n
     return res?.status === 200 && res.json.desired.activation_generation === generation ? (res.json.status as string) : undefined
   }
 
+  // 503 display_owner_unavailable asks the client to retry (a lease late under load can move the
+  // shard for a moment); a conditional assignment is safe to send again.
+  const assignRetrying = async (...args: Parameters<typeof assign>) => {
+    let res = await assign(...args)
+    for (let tries = 0; res.status === 503 && res.text.includes('display_owner_unavailable') && tries < 30; tries++) {
+      await new Promise((r) => setTimeout(r, 500))
+      res = await assign(...args)
+    }
+    return res
+  }
+
   const first = await publishedRevision(via, undefined, 'First')
-  const assigned = await assign(via, display.id, { profileRevisionId: first.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 0 })
+  const assigned = await assignRetrying(via, display.id, { profileRevisionId: first.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 0 })
   t.equal(assigned.status, 200, `an assignment through a non-owner is forwarded to the owner (${assigned.text})`)
   await sim.waitFor(() => sim.active?.activation_generation === 1, 15_000, 'the first activation applied')
   await until(async () => (await statusOf(1)) === 'device_applied', 'device_applied for the first activation', 15_000)
 
   holding = true
   const second = await publishedRevision(via, undefined, 'Second')
-  const pending = await assign(via, display.id, { profileRevisionId: second.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 1 })
+  const pending = await assignRetrying(via, display.id, { profileRevisionId: second.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 1 })
   t.equal(pending.status, 200, `the next assignment is stored while the device holds it (${pending.text})`)
   await sim.waitFor(() => sim.envelopes.some((e) => e.activation_generation === 2), 15_000, 'the second envelope on the device')
   const envelopesBefore = sim.envelopes.length
@@ -271,7 +282,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
 
   // A new activation and the status feed go on from the new owner.
   const third = await publishedRevision(via, undefined, 'Third')
-  const next = await assign({ ...farm, url: survivors[1]!.url }, display.id, { profileRevisionId: third.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 2 })
+  const next = await assignRetrying({ ...farm, url: survivors[1]!.url }, display.id, { profileRevisionId: third.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 2 })
   t.equal(next.status, 200, `a new assignment after the death reaches the new owner (${next.text})`)
   await sim.waitFor(() => sim.active?.activation_generation === 3, 15_000, 'the third activation applied')
   await until(async () => {
