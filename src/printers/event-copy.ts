@@ -17,7 +17,7 @@
  */
 import type { PrinterCommit } from '../../actors/printer-persistence.js'
 
-/** The log's columns in the order of `eventCopyText`'s fields (received_at takes its default). */
+/** The log's columns in the order of `eventCopyText`'s fields and of the JSON statement's (received_at takes its default). */
 export const eventCopyColumns =
   'printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied'
 

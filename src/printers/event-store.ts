@@ -339,8 +339,13 @@ export class PgPrinterPersistence implements PrinterPersistence {
       if (u.fencingToken > 0) {
         const shard = shardOf(u.printerId)
         // The unit's seqn range: where a COPY put its rows, should the fence refuse it.
-        const seqns = u.events.map((e) => e.seqn)
-        fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken, a: u.assignmentEpoch, lo: seqns.length > 0 ? Math.min(...seqns) : null, hi: seqns.length > 0 ? Math.max(...seqns) : null })
+        let lo: number | null = null
+        let hi: number | null = null
+        for (const e of u.events) {
+          if (lo === null || e.seqn < lo) lo = e.seqn
+          if (hi === null || e.seqn > hi) hi = e.seqn
+        }
+        fences.push({ p: u.printerId, sh: shard, tk: u.fencingToken, a: u.assignmentEpoch, lo, hi })
         fencedShards.add(shard)
       }
       states.push({ p: u.printerId, o: u.organizationId, a: u.assignmentEpoch, hw: u.highWaterSeqn, st: u.state, on: u.online, seen: u.seen })
@@ -365,7 +370,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant }
     let rows: FlushRow[] | undefined
     if (copied !== undefined) {
-      if (copied.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+      refuseNul(copied, units)
       rows = await copyFlush(this.#db.sql, copied, parts)
       if (rows === undefined) this.#options.copyRefusals?.inc()
     }
@@ -376,7 +381,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
       } catch (error) {
         throw new UnencodableRows(error)
       }
-      if (events.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
+      refuseNul(events, units)
       rows = await flushStatement(this.#db.sql, this.#db.sql`select * from json_to_recordset(${events}::text::json) as r(${this.#db.sql.unsafe(eventColumns)})`, parts)
     }
     const inserted = tolerant ? new Map<string, Set<string>>() : undefined
@@ -538,7 +543,7 @@ function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: Pend
         sql`delete from printer_events e using fu
           where fu.p in (select p from refused) and e.printer_id = fu.p and e.assignment_epoch = fu.a and e.seqn between fu.lo and fu.hi
             and e.xmin = pg_current_xact_id()::xid`
-      : sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, idempotency_key, event_type, host_id, occurred_at_ms, delivery_attempt, job_id, payload, applied)
+      : sql`insert into printer_events (${sql.unsafe(eventCopyColumns)})
           select p, o, a, s, e, k, t, h, at, d, j, x, ap
           from (${eventRows}) as r
           where p not in (select p from refused)
@@ -630,6 +635,11 @@ class UnencodableRows extends Error {
     this.name = 'UnencodableRows'
     this.reason = reason
   }
+}
+
+/** Throws when the flush's text (COPY rows or JSON) carries an escaped NUL that is really in a unit's data: one scan of the text, the walk only when it may be there. */
+function refuseNul(text: string | Buffer, units: readonly PrinterCommit[]): void {
+  if (text.includes('u0000') && units.some(holdsNul)) throw new UnencodableRows(new Error('a JSON string may not contain \\u0000'), 'nul')
 }
 
 /** True when a string or key in one of the unit's event data is or holds U+0000 (iterative: no recursion to exhaust). */
