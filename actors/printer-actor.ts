@@ -11,7 +11,7 @@
  * in-memory state never runs ahead of what was committed.
  */
 import { createActor, initialTransition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
-import { checkFence, classifyEvents, hostAssignmentMachine, type FenceRefusal } from '../machines/host-assignment.js'
+import { checkFence, classifyEvents, hostAssignmentMachine, RecentWindow, type FenceRefusal } from '../machines/host-assignment.js'
 import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterError, type PrinterJob } from '../machines/printer.js'
 import { pureTransition } from '../machines/transition.js'
 import type { Static } from '@sinclair/typebox'
@@ -160,16 +160,17 @@ export class PrinterActor {
     const repeatedJobEvents = duplicates.filter((e) => e.type.startsWith('job:'))
     const jobOf = new Map<string, number | null>()
     if (sensitive.length > 0 || repeatedJobEvents.length > 0) {
+      const asked = [...sensitive, ...repeatedJobEvents]
       const known = await this.#options.persistence.lookupEvents(
         this.printerId,
-        [...sensitive, ...repeatedJobEvents].map((e) => e.eventId),
-        sensitive.flatMap((e) => (e.idempotencyKey === undefined ? [] : [e.idempotencyKey])),
+        asked.map((e) => e.eventId),
+        asked.flatMap((e) => (e.idempotencyKey === undefined ? [] : [e.idempotencyKey])),
       )
       // A retried job event answers with the job it was stored with, also when it is found by its
-      // idempotency key under another event id.
+      // idempotency key under another event id (in the log, or in the memory window).
       for (const k of known) jobOf.set(k.eventId, k.jobId)
       const jobOfKey = new Map(known.flatMap((k) => (k.idempotencyKey === null ? [] : [[k.idempotencyKey, k.jobId] as const])))
-      for (const e of sensitive) {
+      for (const e of asked) {
         if (e.idempotencyKey !== undefined && !jobOf.has(e.eventId) && jobOfKey.has(e.idempotencyKey)) jobOf.set(e.eventId, jobOfKey.get(e.idempotencyKey)!)
       }
       const ids = new Set(known.map((k) => k.eventId))
@@ -459,7 +460,7 @@ export class PrinterActor {
       hostId: hydrated.hostId,
       assignmentEpoch: hydrated.assignmentEpoch,
       highWaterSeqn: hydrated.highWaterSeqn,
-      recent: hydrated.recent,
+      recent: RecentWindow.of(hydrated.recentEventIds, hydrated.recentKeys),
     })
     const printer = createActor(this.#options.logic as AnyActorLogic as PrinterLogic, {
       input: { printerId: hydrated.printerId, printerType: hydrated.printerType, ...(hydrated.state ?? {}) },

@@ -39,8 +39,10 @@ export interface HydratedPrinter extends PrinterIdentity {
   assignmentEpoch: number
   /** Of the current epoch; -1 when it has no events yet. */
   highWaterSeqn: number
-  /** The newest stored eventIds / idempotency keys (`e:` / `k:` prefixed), oldest first. */
-  recent: string[]
+  /** The newest stored eventIds, oldest first. */
+  recentEventIds: string[]
+  /** The idempotency keys of those events (the ones that have one), oldest first. */
+  recentKeys: string[]
   state: PersistedPrinterState | null
 }
 

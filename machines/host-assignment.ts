@@ -14,9 +14,9 @@
  * context never runs ahead of the store.
  */
 import { assign, setup } from 'xstate'
+import { RecentWindow } from './recent-window.js'
 
-/** Recent eventIds / idempotency keys remembered per printer, beyond the seqn high-water mark. */
-export const idempotencyWindow = 256
+export { idempotencyWindow, RecentWindow } from './recent-window.js'
 
 export interface HostAssignmentContext {
   printerId: string
@@ -26,8 +26,8 @@ export interface HostAssignmentContext {
   assignmentEpoch: number
   /** Highest seqn applied in the current epoch; -1 before its first event (seqns are per epoch). */
   highWaterSeqn: number
-  /** Newest last; `e:<eventId>` and `k:<idempotencyKey>`, at most `idempotencyWindow`. */
-  recent: readonly string[]
+  /** The eventIds and idempotency keys applied last (./recent-window.ts). */
+  recent: RecentWindow
 }
 
 export type HostAssignmentInput = Partial<Omit<HostAssignmentContext, 'printerId'>> & { printerId: string }
@@ -58,10 +58,9 @@ export const hostAssignmentMachine = setup({
     }),
     recordApplied: assign(({ context, event }) => {
       if (event.type !== 'EVENTS_APPLIED') return {}
-      const added = [...event.eventIds.map((id) => `e:${id}`), ...event.idempotencyKeys.map((k) => `k:${k}`)]
       return {
         highWaterSeqn: Math.max(context.highWaterSeqn, event.highWaterSeqn),
-        recent: [...context.recent, ...added].slice(-idempotencyWindow),
+        recent: context.recent.with(event.eventIds, event.idempotencyKeys),
       }
     }),
   },
@@ -75,7 +74,7 @@ export const hostAssignmentMachine = setup({
     hostId: input.hostId ?? null,
     assignmentEpoch: input.assignmentEpoch ?? 0,
     highWaterSeqn: input.highWaterSeqn ?? -1,
-    recent: (input.recent ?? []).slice(-idempotencyWindow),
+    recent: input.recent ?? RecentWindow.empty,
   }),
   initial: 'hydrated',
   states: {
@@ -144,12 +143,12 @@ export interface Classified<E extends SequencedEvent> {
 
 /** Orders a batch and separates what is new from what was already applied. */
 export function classifyEvents<E extends SequencedEvent>(context: HostAssignmentContext, events: readonly E[]): Classified<E> {
-  const recent = new Set(context.recent)
+  const recent = context.recent
   const apply: E[] = []
   const duplicates: E[] = []
   const forgotten: E[] = []
   for (const event of [...events].sort((a, b) => a.seqn - b.seqn)) {
-    const remembered = recent.has(`e:${event.eventId}`) || (event.idempotencyKey !== undefined && recent.has(`k:${event.idempotencyKey}`))
+    const remembered = recent.hasEventId(event.eventId) || (event.idempotencyKey !== undefined && recent.hasKey(event.idempotencyKey))
     if (remembered) duplicates.push(event)
     else if (event.seqn <= context.highWaterSeqn) duplicates.push(event), forgotten.push(event)
     else apply.push(event)

@@ -135,10 +135,11 @@ export class PgPrinterPersistence implements PrinterPersistence {
     >`select p.id, p.organization_id, p.name, p.printer_type, p.model, p.host_id, p.assignment_epoch, p.ready, p.ready_source, s.seqn_epoch, s.high_water_seqn, s.state
       from printers p left join printer_state s on s.printer_id = p.id where p.id = ${printerId}`
     if (row === undefined) return undefined
+    // The window as it stood: its newest events (ids and keys each fill a window of their own).
     const recentRows = await sql<{ event_id: string; idempotency_key: string | null }[]>`
       select event_id, idempotency_key from printer_events where printer_id = ${printerId}
-      order by assignment_epoch desc, seqn desc limit ${Math.floor(idempotencyWindow / 2)}`
-    const recent = recentRows.reverse().flatMap((r) => (r.idempotency_key === null ? [`e:${r.event_id}`] : [`e:${r.event_id}`, `k:${r.idempotency_key}`]))
+      order by assignment_epoch desc, seqn desc limit ${idempotencyWindow}`
+    recentRows.reverse()
     return {
       printerId: row.id,
       organizationId: row.organization_id,
@@ -149,7 +150,8 @@ export class PgPrinterPersistence implements PrinterPersistence {
       hostId: row.host_id,
       assignmentEpoch: row.assignment_epoch,
       highWaterSeqn: row.seqn_epoch === row.assignment_epoch && row.high_water_seqn !== null ? row.high_water_seqn : -1,
-      recent,
+      recentEventIds: recentRows.map((r) => r.event_id),
+      recentKeys: recentRows.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key])),
       state: row.state,
     }
   }

@@ -21,7 +21,7 @@ class RecordingPersistence implements PrinterPersistence {
   failNext = false
 
   constructor(printers: string[]) {
-    for (const id of printers) this.stored.set(id, { printerId: id, organizationId: org, name: `printer ${id.slice(0, 4)}`, printerType: 'bambu', model: null, readyGate: 'open', hostId: 'h', assignmentEpoch: 1, highWaterSeqn: -1, recent: [], state: null })
+    for (const id of printers) this.stored.set(id, { printerId: id, organizationId: org, name: `printer ${id.slice(0, 4)}`, printerType: 'bambu', model: null, readyGate: 'open', hostId: 'h', assignmentEpoch: 1, highWaterSeqn: -1, recentEventIds: [], recentKeys: [], state: null })
   }
   async hydrate(id: string) {
     this.hydrations++

@@ -5,6 +5,7 @@ import {
   classifyEvents,
   hostAssignmentMachine,
   idempotencyWindow,
+  RecentWindow,
   type HostAssignmentContext,
   type HostAssignmentInput,
 } from '../../machines/host-assignment.js'
@@ -15,7 +16,7 @@ const ctx = (over: Partial<HostAssignmentContext> = {}): HostAssignmentContext =
   hostId: 'host-a',
   assignmentEpoch: 3,
   highWaterSeqn: 10,
-  recent: [],
+  recent: RecentWindow.empty,
   ...over,
 })
 
@@ -44,9 +45,10 @@ t.test('host assignment - each move raises the epoch by one, also to the same ho
 })
 
 t.test('host assignment - a new epoch starts a new seqn sequence but keeps the eventIds it has seen', async (t) => {
-  const snap = start({ printerId: 'p1', hostId: 'host-a', assignmentEpoch: 1, highWaterSeqn: 500, recent: ['e:x'] })
+  const snap = start({ printerId: 'p1', hostId: 'host-a', assignmentEpoch: 1, highWaterSeqn: 500, recent: RecentWindow.of(['x'], []) })
   const [moved] = transition(hostAssignmentMachine, snap, { type: 'ASSIGN', hostId: 'host-b' })
-  t.match(moved.context, { assignmentEpoch: 2, highWaterSeqn: -1, recent: ['e:x'] })
+  t.match(moved.context, { assignmentEpoch: 2, highWaterSeqn: -1 })
+  t.same(moved.context.recent.eventIds, ['x'])
   const out = classifyEvents(moved.context, [{ eventId: 'n', seqn: 0 }, { eventId: 'x', seqn: 1 }])
   t.same(out.apply.map((e) => e.eventId), ['n'], "the new host's seqn 0 applies; a known eventId is still a duplicate")
 })
@@ -55,12 +57,13 @@ t.test('host assignment - applied events move the high-water mark forward only a
   let snap = start({ printerId: 'p1', hostId: 'host-a', assignmentEpoch: 1, highWaterSeqn: 50 })
   ;[snap] = transition(hostAssignmentMachine, snap, { type: 'EVENTS_APPLIED', highWaterSeqn: 40, eventIds: ['x'], idempotencyKeys: ['kx'] })
   t.equal(snap.context.highWaterSeqn, 50, 'never backwards')
-  t.same(snap.context.recent, ['e:x', 'k:kx'])
+  t.same([snap.context.recent.eventIds, snap.context.recent.keys], [['x'], ['kx']])
   const many = Array.from({ length: idempotencyWindow + 10 }, (_, i) => `id${i}`)
   ;[snap] = transition(hostAssignmentMachine, snap, { type: 'EVENTS_APPLIED', highWaterSeqn: 60, eventIds: many, idempotencyKeys: [] })
   t.equal(snap.context.highWaterSeqn, 60)
-  t.equal(snap.context.recent.length, idempotencyWindow, 'bounded')
-  t.equal(snap.context.recent.at(-1), `e:id${idempotencyWindow + 9}`, 'keeps the newest')
+  t.equal(snap.context.recent.eventIds.length, idempotencyWindow, 'bounded')
+  t.equal(snap.context.recent.eventIds.at(-1), `id${idempotencyWindow + 9}`, 'keeps the newest')
+  t.same(snap.context.recent.keys, ['kx'], 'the keys are bounded on their own')
 })
 
 t.test('host assignment - events before any assignment are not recorded', async (t) => {
@@ -87,7 +90,7 @@ t.test('classify - events apply in seqn order whatever order they arrive in', as
 })
 
 t.test('classify - a seqn at or below the high-water mark, a known eventId or a known key is a duplicate', async (t) => {
-  const c = ctx({ highWaterSeqn: 10, recent: ['e:seen', 'k:key-1'] })
+  const c = ctx({ highWaterSeqn: 10, recent: RecentWindow.of(['seen'], ['key-1']) })
   const out = classifyEvents(c, [
     { eventId: 'old', seqn: 10 },
     { eventId: 'older', seqn: 3 },
@@ -101,7 +104,7 @@ t.test('classify - a seqn at or below the high-water mark, a known eventId or a 
 })
 
 t.test('classify - of the duplicates, those at or below the mark that the window no longer holds are named forgotten (only the log can tell them from late events)', async (t) => {
-  const c = ctx({ highWaterSeqn: 10, recent: ['e:kept', 'k:key-1'] })
+  const c = ctx({ highWaterSeqn: 10, recent: RecentWindow.of(['kept'], ['key-1']) })
   const out = classifyEvents(c, [
     { eventId: 'kept', seqn: 9 },
     { eventId: 'by-key', seqn: 8, idempotencyKey: 'key-1' },
