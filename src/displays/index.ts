@@ -13,7 +13,7 @@
  */
 import type { Clock } from '../../actors/clock.js'
 import { DisplayRuntime } from '../../actors/display-runtime.js'
-import { storedStatus, type AssignRequest, type StoredActivation } from '../../actors/display-persistence.js'
+import type { AssignRequest, StoredActivation } from '../../actors/display-persistence.js'
 import type { DisplayOp, NodeCallArgs, NodeCallResult } from '../../protocol/node-calls.js'
 import { LocalShardDirectory, shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
 import { ServiceError } from '../../protocol/errors.js'
@@ -76,7 +76,6 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
   const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics)
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
   const liveChanges = new DisplayLiveChanges(store, logger)
-  const lastShown = new Map<string, string>()
   const directory: ShardDirectory = options.directory ?? new LocalShardDirectory()
   const owns = (displayId: string) => directory.ownsShard(shardOf(displayId))
   const runtime = new DisplayRuntime({
@@ -84,14 +83,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     directory,
     transport: gateway,
     clock: options.clock,
-    onChange: (stored) => {
-      // Publication bookkeeping (attempt counts, the 45 s republish) changes nothing a dashboard
-      // shows: only a change of binding, generation, status, applied identity or error is read back.
-      const shown = JSON.stringify([stored.bindingEpoch, stored.generation, storedStatus(stored), stored.applied, stored.errorCode, stored.publishError])
-      if (lastShown.get(stored.displayId) === shown) return
-      lastShown.set(stored.displayId, shown)
-      liveChanges.changed(stored.organizationId, stored.displayId)
-    },
+    onChange: (stored) => liveChanges.storedChanged(stored),
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
@@ -167,7 +159,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
       const removed = await store.remove(organizationId, displayId)
       if (owns(displayId)) await runtime.forget(displayId)
       else announce(organizationId, displayId, 'display.forget')
-      lastShown.delete(displayId)
+      liveChanges.forget(displayId)
       // The display is gone from the store; a broker that missed this is brought in line by reconciliation.
       await gateway.revokeCredential(removed.credentialId).catch((error: unknown) => logger.warn('revoking a deleted display\'s credential failed', { error }))
       await Promise.all(

@@ -12,6 +12,7 @@
  * node to tell) is not read at all: a subscription that starts later reads
  * its snapshot from the store.
  */
+import { storedStatus, type StoredActivation } from '../../actors/display-persistence.js'
 import type { Logger } from '../log.js'
 import type { DisplayLive, DisplayStore } from './display-store.js'
 
@@ -24,6 +25,8 @@ export class DisplayLiveChanges {
   readonly #listeners = new Map<DisplayLiveListener, (organizationId: string) => boolean>()
   readonly #reading = new Set<string>()
   readonly #again = new Set<string>()
+  /** Per display, what a listener was last told of (`storedChanged`). */
+  readonly #shown = new Map<string, string>()
 
   constructor(store: DisplayStore, logger: Logger) {
     this.#store = store
@@ -39,8 +42,37 @@ export class DisplayLiveChanges {
     return () => this.#listeners.delete(listener)
   }
 
+  /**
+   * The display runtime's change: publication bookkeeping (attempt counts, the 45 s republish)
+   * changes nothing a dashboard shows, so only a change of binding, generation, status, applied
+   * identity or error is read back. With nobody to tell, nothing is compared or read, and the
+   * next change is read whatever it is: what a later subscriber saw is its snapshot, not what was
+   * last shown here.
+   */
+  storedChanged(stored: StoredActivation): void {
+    if (!this.wanted(stored.organizationId)) {
+      this.#shown.delete(stored.displayId)
+      return
+    }
+    const shown = JSON.stringify([stored.bindingEpoch, stored.generation, storedStatus(stored), stored.applied, stored.errorCode, stored.publishError])
+    if (this.#shown.get(stored.displayId) === shown) return
+    this.#shown.set(stored.displayId, shown)
+    this.changed(stored.organizationId, stored.displayId)
+  }
+
+  /** The display is gone. */
+  forget(displayId: string): void {
+    this.#shown.delete(displayId)
+  }
+
+  /** Whether a listener wants this organization's changes now. */
+  wanted(organizationId: string): boolean {
+    for (const wants of this.#listeners.values()) if (wants(organizationId)) return true
+    return false
+  }
+
   changed(organizationId: string, displayId: string): void {
-    if (![...this.#listeners.values()].some((wants) => wants(organizationId))) return
+    if (!this.wanted(organizationId)) return
     if (this.#reading.has(displayId)) {
       this.#again.add(displayId)
       return

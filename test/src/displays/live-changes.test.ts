@@ -6,6 +6,7 @@
 import t from 'tap'
 import { DisplayLiveChanges } from '../../../src/displays/live-changes.js'
 import type { DisplayStore } from '../../../src/displays/display-store.js'
+import type { StoredActivation } from '../../../actors/display-persistence.js'
 import { captureLogger } from '../../helpers/service.js'
 
 const { logger } = captureLogger()
@@ -65,4 +66,47 @@ t.test('changes during a read coalesce into one more read', async (t) => {
   reads[1]!.answer()
   await settle()
   t.same(heard, ['d1', 'd1'])
+})
+
+/** A stored activation of display d1 in org-a: `publishError` and `publishAttempts` vary, the rest is fixed. */
+function stored(publishError: string | null, publishAttempts = 1): StoredActivation {
+  const identity = { activation_generation: 1, profile_revision_id: 'r1', sha256: 'aa' }
+  return { displayId: 'd1', organizationId: 'org-a', bindingEpoch: 1, credentialId: 'c1', generation: 1, desired: identity, payload: null, applied: identity, errorCode: null, publishError, publishAttempts, session: null, updatedAt: new Date(0) }
+}
+
+t.test('a runtime change is read back only when it changes what a dashboard shows', async (t) => {
+  const { store, reads } = countingStore()
+  const changes = new DisplayLiveChanges(store, logger)
+  changes.onChange(() => undefined)
+  changes.storedChanged(stored(null))
+  await settle()
+  reads.splice(0).forEach((r) => r.answer())
+  await settle()
+  changes.storedChanged(stored(null, 2))
+  await settle()
+  t.equal(reads.length, 0, 'a publication attempt alone is not shown, so not read')
+  changes.storedChanged(stored('broker unreachable', 3))
+  await settle()
+  t.equal(reads.length, 1, 'a publication error is')
+})
+
+t.test('a change made while nobody listened is read for a later listener, also when it matches what was shown before', async (t) => {
+  const { store, reads } = countingStore()
+  const changes = new DisplayLiveChanges(store, logger)
+  let following = true
+  changes.onChange(() => undefined, () => following)
+  changes.storedChanged(stored(null))
+  await settle()
+  reads.splice(0).forEach((r) => r.answer())
+  await settle()
+  following = false
+  changes.storedChanged(stored('broker unreachable'))
+  await settle()
+  t.equal(reads.length, 0, 'nobody to tell: not read')
+  // A dashboard subscribes now: its snapshot shows the error. The error then clears, which is what
+  // was shown before the error: that is news to this dashboard.
+  following = true
+  changes.storedChanged(stored(null, 2))
+  await settle()
+  t.equal(reads.length, 1, 'read and told')
 })
