@@ -146,6 +146,8 @@ interface LoadResult {
   serverCpu: number
   postgresCpu: number
   generatorCpu: number
+  /** Means from the server's /metrics over the measured window. */
+  server: { batchMeanMs: number; flushMeanMs: number; eventsPerFlush: number }
 }
 
 async function load(ports: number[], key: string, printers: Printer[], pids: number[], variant: { retryShare: number; staleShare: number; inFlight: number }): Promise<LoadResult> {
@@ -219,6 +221,7 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
   const running = Promise.all(workers.map(run))
   await new Promise((r) => setTimeout(r, warmupMs))
   measuring = true
+  const server0 = await serverView(ports)
   const cpu0 = pids.reduce((n, pid) => n + cpuSeconds(pid), 0)
   const pg0 = postgresCpuSeconds()
   const gen0 = process.cpuUsage()
@@ -230,6 +233,7 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
   const postgresCpu = postgresCpuSeconds() - pg0
   const gen = process.cpuUsage(gen0)
   const generatorCpu = (gen.user + gen.system) / 1e6
+  const server1 = await serverView(ports)
   stop = true
   await running
   const pct = (values: number[], q: number) => values[Math.min(values.length - 1, Math.floor(q * values.length))] ?? NaN
@@ -238,11 +242,35 @@ async function load(ports: number[], key: string, printers: Printer[], pids: num
     return { p50: pct(values, 0.5), p99: pct(values, 0.99), count: values.length }
   }
   const all = summary(latencies)
-  return { events, batches, seconds, p50: all.p50, p99: all.p99, local: summary(local), forwarded: summary(forwarded), retried, stale, staleRefused, errors, serverCpu, postgresCpu, generatorCpu }
+  const served = server1.batches - server0.batches
+  const flushes = server1.flushes - server0.flushes
+  const server = {
+    batchMeanMs: ((server1.batchSeconds - server0.batchSeconds) / served) * 1000,
+    flushMeanMs: ((server1.flushSeconds - server0.flushSeconds) / flushes) * 1000,
+    eventsPerFlush: (server1.flushEvents - server0.flushEvents) / flushes,
+  }
+  return { events, batches, seconds, p50: all.p50, p99: all.p99, local: summary(local), forwarded: summary(forwarded), retried, stale, staleRefused, errors, serverCpu, postgresCpu, generatorCpu, server }
+}
+
+/**
+ * The servers' own account, summed over the nodes' /metrics: batches answered and the time they
+ * took there, flushes, their time and events. Between two readings it tells where a batch's
+ * time went: in the server (and the flushes it waited for) or on the way.
+ */
+async function serverView(ports: number[]): Promise<{ batches: number; batchSeconds: number; flushes: number; flushSeconds: number; flushEvents: number }> {
+  const texts = await Promise.all(ports.map(async (p) => (await call(p, 'GET', '/metrics', {})).body))
+  const sum = (pattern: RegExp) => texts.reduce((n, text) => n + Number(pattern.exec(text)?.[1] ?? 0), 0)
+  return {
+    batches: sum(/^http_request_duration_seconds_count\{route="\/v1\/printer-events\/batch",method="POST"\} (\S+)$/m),
+    batchSeconds: sum(/^http_request_duration_seconds_sum\{route="\/v1\/printer-events\/batch",method="POST"\} (\S+)$/m),
+    flushes: sum(/^printer_event_flush_seconds_count (\S+)$/m),
+    flushSeconds: sum(/^printer_event_flush_seconds_sum (\S+)$/m),
+    flushEvents: sum(/^printer_event_flush_events_sum (\S+)$/m),
+  }
 }
 
 /** The limit: postgres.js alone, the same rows into the same tables, best of three methods. */
-async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Promise<{ method: string; eventsPerSecond: number }[]> {
+async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Promise<{ method: string; eventsPerSecond: number; postgresCpu: number; clientCpu: number }[]> {
   const rowsPerStatement = 5_000
   // As many statements at once as the server's group commit runs (src/printers/event-store.ts).
   const concurrency = 4
@@ -277,10 +305,12 @@ async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Pro
       })
     },
   }
-  const results: { method: string; eventsPerSecond: number }[] = []
+  const results: { method: string; eventsPerSecond: number; postgresCpu: number; clientCpu: number }[] = []
   for (const [method, insert] of Object.entries(methods)) {
     let rows = 0
     const deadline = performance.now() + seconds * 1000
+    const pg0 = postgresCpuSeconds()
+    const client0 = process.cpuUsage()
     const t0 = performance.now()
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -291,7 +321,10 @@ async function limit(sql: postgres.Sql, printers: Printer[], orgId: string): Pro
         }
       }),
     )
-    results.push({ method, eventsPerSecond: rows / ((performance.now() - t0) / 1000) })
+    const elapsed = (performance.now() - t0) / 1000
+    const client = process.cpuUsage(client0)
+    // The cores each side used: how close the limit itself came to the machine's two.
+    results.push({ method, eventsPerSecond: rows / elapsed, postgresCpu: (postgresCpuSeconds() - pg0) / elapsed, clientCpu: (client.user + client.system) / 1e6 / elapsed })
   }
   return results
 }
@@ -411,7 +444,7 @@ try {
 
   const limitWhat = (method: string) => `${method === 'copy' ? 'COPY' : method} of the same rows by postgres.js alone, same run`
   const sameShape = limits.find((l) => l.method === 'json_to_recordset')!
-  for (const l of limits) reportDetail(`limit, postgres.js alone, ${l.method}`, { bench: 'ingest', limit_run: 'postgres.js alone', method: l.method, events_per_s: round(l.eventsPerSecond) })
+  for (const l of limits) reportDetail(`limit, postgres.js alone, ${l.method}`, { bench: 'ingest', limit_run: 'postgres.js alone', method: l.method, events_per_s: round(l.eventsPerSecond), postgres_cpu: round(l.postgresCpu, 2), client_cpu: round(l.clientCpu, 2) })
   const setting = `${nodeCount > 1 ? `, ${nodeCount} nodes` : ''}${redisUrl === undefined ? '' : ', Redis shard directory'}`
   for (const [variant, r, n] of [
     ['new batches', plain, inFlight],
@@ -462,6 +495,9 @@ try {
         server_cpu: round(r.serverCpu / r.seconds, 2),
         postgres_cpu: round(r.postgresCpu / r.seconds, 2),
         generator_cpu: round(r.generatorCpu / r.seconds, 2),
+        server_batch_mean_ms: round(r.server.batchMeanMs, 1),
+        flush_mean_ms: round(r.server.flushMeanMs, 1),
+        events_per_flush: round(r.server.eventsPerFlush, 1),
         errors: r.errors,
       },
     })
