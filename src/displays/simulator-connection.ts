@@ -63,6 +63,16 @@ function describe(error: unknown): string {
   return typeof code === 'string' && typeof message === 'string' && !message.includes(code) ? `${code}: ${message}` : String(message ?? error)
 }
 
+/**
+ * TCP_NODELAY on the device's socket (when it is one: not over WebSocket): a receipt written right
+ * behind the PUBACK of the message it answers is otherwise held by Nagle's algorithm until the
+ * broker acknowledges the PUBACK, which a delayed ACK can put off by up to 40 ms.
+ */
+function answerAtOnce(client: MqttClient): void {
+  const socket = client.stream as unknown as { setNoDelay?: (noDelay: boolean) => unknown }
+  socket.setNoDelay?.(true)
+}
+
 export interface ConnectionHooks {
   onEvent(event: ConnectionEvent): void
   /** Starts the device's session again after a reconnection (not the first connection); resolves with its session generation. */
@@ -122,6 +132,7 @@ export function connectSupervised(url: string, options: IClientOptions, policy: 
       }
     })
     client.on('connect', () => {
+      answerAtOnce(client)
       established = true
       if (policy !== undefined) client.options.reconnectPeriod = policy.initialDelayMs
       if (!everConnected) {
