@@ -424,6 +424,12 @@ function eventsJson(units: readonly PrinterCommit[]): string {
 const copyDeadlineMs = 10_000
 
 /**
+ * How long a flush's transaction may wait for this process before PostgreSQL ends it (`copyFlush`).
+ * Its own waits are turns of the event loop: milliseconds, a second in the worst pauses seen.
+ */
+const flushIdleTimeoutMs = 5_000
+
+/**
  * Writes the COPY's rows and its end, and resolves once both are handed to the connection, not
  * when the server confirms them: postgres.js never settles a COPY the server refuses after its
  * data (porsager/postgres#1173), and the statement sent behind it tells the outcome anyway.
@@ -479,6 +485,12 @@ async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<Fl
     // Each sent at once, in this order (postgres.js sends a query when it is first handled).
     const begun = sql`begin`
     quiet(begun)
+    // The transaction holds its shards' token rows (the statement's share lock) until COMMIT, which
+    // goes out a turn of the event loop after the statement. A node frozen in between (stopped, a
+    // paused VM) would keep a new owner from raising those tokens, and so from taking the shards,
+    // for as long as it stays frozen: PostgreSQL ends such a transaction (and its session) after
+    // this long idle. Nothing of it was acknowledged, so the bridges' retries store it once.
+    quiet(sql.unsafe(`set local idle_in_transaction_session_timeout = '${flushIdleTimeoutMs}ms'`))
     // Nothing else may be sent on the connection until the COPY ends: the server reads it as rows.
     const stream = await sql`copy printer_events (${sql.unsafe(eventCopyColumns)}) from stdin`.writable()
     await begun
