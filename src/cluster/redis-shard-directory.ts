@@ -367,9 +367,12 @@ export class RedisShardDirectory implements ShardDirectory {
   async #raiseTokens(shards: number[]): Promise<Map<number, number>> {
     // The raise waits for writes of the old owner that hold the token row (they commit first,
     // so the new owner hydrates after them); bounded, so a stuck writer never stalls the tick
-    // and with it this node's renewals.
+    // and with it this node's renewals. The raise holds the rows it raised until its COMMIT, a
+    // round trip later: should this node freeze in between, PostgreSQL ends the transaction
+    // after a lease, and another node can take the shards (as a frozen flush, event-store.ts).
     const rows = await this.#o.sql.begin(async (tx) => {
       await tx.unsafe(`set local lock_timeout = '${Math.max(100, Math.floor(this.#o.tickMs / 2))}ms'`)
+      await tx.unsafe(`set local idle_in_transaction_session_timeout = '${this.#o.leaseMs}ms'`)
       return tx<{ shard: number; token: string }[]>`
         insert into shard_tokens (shard, token, owner)
         select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s
