@@ -35,7 +35,6 @@
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
-import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,6 +43,8 @@ import postgres from 'postgres'
 import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { DisplaySimulator } from '../src/displays/simulator.js'
+// TCP_NODELAY on the limit's clients too, as the simulated displays set it.
+import { answerAtOnce } from '../src/displays/simulator-connection.js'
 
 const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
 const displayCount = Number(process.env['BENCH_DISPLAYS'] ?? 1000)
@@ -182,15 +183,6 @@ async function measureService() {
     await stopProcess(child)
     rmSync(dataDir, { recursive: true, force: true })
   }
-}
-
-/**
- * TCP_NODELAY on a client's socket, as the simulated displays set it (src/displays/simulator-connection.ts):
- * an answer right behind a PUBACK is not held until the broker's delayed ACK.
- */
-function answerAtOnce(client: MqttClient): MqttClient {
-  ;(client.stream as unknown as Socket).setNoDelay(true)
-  return client
 }
 
 async function measureBare(envelopeBytes: number, receiptBytes: number) {

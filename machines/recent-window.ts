@@ -8,8 +8,8 @@
  * its first look-up and handed on to the list `with` makes from it, updated
  * by what entered and what left instead of rebuilt, so a batch costs its own
  * events, not the window's size (a Set of the whole window per batch, and a
- * prefixed string per id, were a tenth of the server's ingest work and most
- * of the strings it kept). A list that handed its index on builds a new one
+ * prefixed string per id, were about 8% of the server's main thread under
+ * ingest load and most of the strings it kept). A list that handed its index on builds a new one
  * if it is asked again, so old and new both answer for their own entries.
  */
 

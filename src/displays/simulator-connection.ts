@@ -68,9 +68,10 @@ function describe(error: unknown): string {
  * behind the PUBACK of the message it answers is otherwise held by Nagle's algorithm until the
  * broker acknowledges the PUBACK, which a delayed ACK can put off by up to 40 ms.
  */
-function answerAtOnce(client: MqttClient): void {
+export function answerAtOnce(client: MqttClient): MqttClient {
   const socket = client.stream as unknown as { setNoDelay?: (noDelay: boolean) => unknown }
   socket.setNoDelay?.(true)
+  return client
 }
 
 export interface ConnectionHooks {
