@@ -10,7 +10,7 @@ import t from 'tap'
 import { ShardUnavailable, shardOf } from '../../../actors/shard-directory.js'
 import type { PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
 import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
-import { checkFence } from '../../../src/storage/fencing.js'
+import { checkFence, fencedIdleTimeoutMs } from '../../../src/storage/fencing.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
 import { until } from '../../helpers/displays.js'
 import { metricValue, request } from '../../helpers/http.js'
@@ -68,6 +68,21 @@ t.test('fencing - a write with an older token than the shard\'s newest is refuse
   const untouched = [250, 251, 252].find((s) => s !== shardOf(stale) && s !== shardOf(fresh))!
   await sql.begin((tx) => checkFence(tx, { shard: untouched, token: 1 }))
   t.pass('the current token, and a shard never taken, pass')
+})
+
+t.test('fencing - a fenced transaction is ended by PostgreSQL after a bounded idle time; an unfenced one keeps the server default', async (t) => {
+  const svc = await startTestService(t, { REDIS_URL: undefined })
+  const sql = svc.services.db.sql
+  await sql`insert into shard_tokens (shard, token, owner) values (${253}, 2, 'me')`
+  const idleLimit = (fence: { shard: number; token: number }) =>
+    sql.begin(async (tx) => {
+      await checkFence(tx, fence)
+      const [row] = await tx<{ idle_in_transaction_session_timeout: string }[]>`show idle_in_transaction_session_timeout`
+      return row!.idle_in_transaction_session_timeout
+    })
+  // A node frozen while holding the shard's token row would keep every other node from taking the shard.
+  t.equal(await idleLimit({ shard: 253, token: 2 }), `${fencedIdleTimeoutMs / 1000}s`, 'bounded once the token row is held')
+  t.not(await idleLimit({ shard: 253, token: 0 }), `${fencedIdleTimeoutMs / 1000}s`, 'token 0 (the local directory) holds no token row and is not bounded')
 })
 
 t.test('fencing - a refused unit whose seqns straddle events the current owner stored: none of its events is kept, every one of the owner\'s is', async (t) => {
