@@ -31,6 +31,7 @@ import type { Sql } from 'postgres'
 import { ShardUnavailable, shardCount, type ShardDirectory } from '../../actors/shard-directory.js'
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
+import { setLocal } from '../storage/set-local.js'
 
 export interface RedisShardDirectoryOptions {
   redisUrl: string
@@ -371,8 +372,7 @@ export class RedisShardDirectory implements ShardDirectory {
     // round trip later: should this node freeze in between, PostgreSQL ends the transaction
     // after a lease, and another node can take the shards (as a frozen flush, event-store.ts).
     const rows = await this.#o.sql.begin(async (tx) => {
-      await tx.unsafe(`set local lock_timeout = '${Math.max(100, Math.floor(this.#o.tickMs / 2))}ms'`)
-      await tx.unsafe(`set local idle_in_transaction_session_timeout = '${this.#o.leaseMs}ms'`)
+      await setLocal(tx, { lockTimeoutMs: Math.max(100, Math.floor(this.#o.tickMs / 2)), idleInTransactionMs: this.#o.leaseMs })
       return tx<{ shard: number; token: string }[]>`
         insert into shard_tokens (shard, token, owner)
         select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s

@@ -68,6 +68,7 @@ import { eventCopyColumns, eventCopyText } from './event-copy.js'
 import type { Counter, Histogram } from '../metrics.js'
 import { perTurn } from '../per-turn.js'
 import type { Database } from '../storage/database.js'
+import { setLocal } from '../storage/set-local.js'
 
 interface Pending {
   unit: PrinterCommit
@@ -490,7 +491,7 @@ async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<Fl
     // paused VM) would keep a new owner from raising those tokens, and so from taking the shards,
     // for as long as it stays frozen: PostgreSQL ends such a transaction (and its session) after
     // this long idle. Nothing of it was acknowledged, so the bridges' retries store it once.
-    quiet(sql.unsafe(`set local idle_in_transaction_session_timeout = '${flushIdleTimeoutMs}ms'`))
+    quiet(setLocal(sql, { idleInTransactionMs: flushIdleTimeoutMs }))
     // Nothing else may be sent on the connection until the COPY ends: the server reads it as rows.
     const stream = await sql`copy printer_events (${sql.unsafe(eventCopyColumns)}) from stdin`.writable()
     await begun

@@ -7,6 +7,7 @@
 import type { TransactionSql } from 'postgres'
 import { ShardUnavailable, type Fence } from '../../actors/shard-directory.js'
 import { commandTimeoutMs } from '../mqtt/dynamic-security.js'
+import { setLocal } from './set-local.js'
 
 /**
  * How long a fenced transaction may sit idle before PostgreSQL ends it (and its session). From the
@@ -22,7 +23,7 @@ export async function checkFence(tx: TransactionSql, fence: Fence | undefined): 
   if (fence === undefined || fence.token === 0) return
   // Both sent at once, in this order (a transaction's queries are pipelined): no extra round trip.
   const [, [row]] = await Promise.all([
-    tx.unsafe(`set local idle_in_transaction_session_timeout = '${fencedIdleTimeoutMs}ms'`),
+    setLocal(tx, { idleInTransactionMs: fencedIdleTimeoutMs }),
     tx<{ token: string }[]>`select token from shard_tokens where shard = ${fence.shard} for share`,
   ])
   if (row !== undefined && Number(row.token) > fence.token) throw new ShardUnavailable(fence.shard, 'fenced')
