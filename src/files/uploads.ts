@@ -109,7 +109,17 @@ export class Uploads {
     }
   }
 
-  /** Parses the multipart body and streams its one file part into the store. */
+  /**
+   * Parses the multipart body and streams its one file part into the store.
+   *
+   * This promise owns every stream of the request: each one gets its error
+   * listener in the same tick it is made (busboy may end a part, or the whole
+   * form, while the store is still being opened), every failure goes through
+   * `fail`, which keeps the first one, and the promise settles only once the
+   * store has let go of the part, deleting what it wrote if anything failed.
+   * What the client sent wrong becomes multipart_invalid; what the store
+   * could not do keeps its own code.
+   */
   #receive(request: UploadRequest): Promise<Received> {
     const { organizationId, modelId, body } = request
     return new Promise<Received>((resolve, reject) => {
@@ -121,23 +131,29 @@ export class Uploads {
           limits: { files: 1, fields: 8, parts: 12, fieldSize: 4096, fieldNameSize: 100, headerPairs: 32 },
         })
       } catch (error) {
-        reject(new ServiceError('multipart_invalid', `the multipart body cannot be read: ${(error as Error).message}`))
+        reject(unreadable(error))
         return
       }
       let failure: unknown
       let tags: string[] | undefined
       let storing: Promise<Omit<Received, 'tags'>> | undefined
-      let fileStream: Readable | undefined
+      let part: Readable | undefined
+      let head: HeadCapture | undefined
       let finished = false
+      let settled = false
       const fail = (error: unknown): void => {
         failure ??= error
-        fileStream?.destroy(failure as Error)
+        // The store learns it through the head it reads, whatever it is waiting for.
+        head?.destroy(failure as Error)
+        part?.destroy()
         body.unpipe(parser)
+        // Read what is left so the answer can be sent; the dispatcher closes the connection after it.
         body.resume()
         settle()
       }
       const settle = (): void => {
-        if (failure === undefined && !finished) return
+        if (settled || (failure === undefined && !finished)) return
+        settled = true
         const pending = storing ?? Promise.resolve(undefined)
         pending.then(
           async (got) => {
@@ -153,12 +169,18 @@ export class Uploads {
       }
       body.on('error', (error) => fail(error))
       parser.on('file', (name, stream, info) => {
-        if (name !== 'file' || storing !== undefined) {
+        // Before anything else: busboy destroys a part whose form ends early, possibly before the store reads it.
+        stream.on('error', (error) => fail(unreadable(error)))
+        if (name !== 'file' || storing !== undefined || failure !== undefined) {
           stream.resume()
           return fail(new ServiceError('multipart_invalid', name !== 'file' ? `unexpected file part '${name.slice(0, 100)}': the file goes in a part named file` : 'only one file per upload'))
         }
-        fileStream = stream
-        storing = this.#store_(organizationId, modelId, stream, formFileName(info.filename ?? ''), info.mimeType)
+        part = stream
+        head = new HeadCapture(headLength)
+        // The store opens its file or checks its key before it reads: until then a failure waits here.
+        head.on('error', () => undefined)
+        stream.pipe(head)
+        storing = this.#store_(organizationId, modelId, head, formFileName(info.filename ?? ''), info.mimeType)
         storing.catch((error: unknown) => fail(error))
       })
       parser.on('field', (name, value, info) => {
@@ -173,7 +195,7 @@ export class Uploads {
       parser.on('partsLimit', () => fail(new ServiceError('multipart_invalid', 'too many parts: send one file part and at most a tags field')))
       parser.on('filesLimit', () => fail(new ServiceError('multipart_invalid', 'only one file per upload')))
       parser.on('fieldsLimit', () => fail(new ServiceError('multipart_invalid', 'too many fields: only tags is read')))
-      parser.on('error', (error: Error) => fail(new ServiceError('multipart_invalid', `the multipart body cannot be read: ${error.message}`)))
+      parser.on('error', (error: Error) => fail(unreadable(error)))
       parser.on('close', () => {
         finished = true
         settle()
@@ -182,17 +204,14 @@ export class Uploads {
     })
   }
 
-  async #store_(organizationId: string, modelId: string, stream: Readable, original: string, declaredType: string): Promise<Omit<Received, 'tags'>> {
+  async #store_(organizationId: string, modelId: string, head: HeadCapture, original: string, declaredType: string): Promise<Omit<Received, 'tags'>> {
     const sanitized = sanitizeFileName(original)
     const minor = await this.#records.nextVersion(modelId, sanitized.name)
     const finalName = versionedFileName(sanitized, minor)
     // SPEC part 2: {orgId}/{modelId}/{finalFileName}/{finalFileName}
     const key = `${organizationId}/${modelId}/${finalName}/${finalName}`
-    const head = new HeadCapture(headLength)
-    // pipe() does not pass errors on: an aborted part must fail the put, not leave it waiting.
-    stream.once('error', (error) => head.destroy(error))
     try {
-      const stored = await this.#store.put(key, stream.pipe(head), { limitBytes: this.#limitBytes, contentType: declaredType })
+      const stored = await this.#store.put(key, head, { limitBytes: this.#limitBytes, contentType: declaredType })
       return { stored, key, finalName, filename: original === '' ? sanitized.name : original.slice(0, 1024), declaredType, head: head.head() }
     } catch (error) {
       if (error instanceof FileStoreError && error.reason === 'too_large') {
@@ -245,6 +264,12 @@ class HeadCapture extends Transform {
     }
     done(null, chunk)
   }
+}
+
+/** busboy's own words for a form it cannot read, as the client's error. */
+function unreadable(error: unknown): ServiceError {
+  if (error instanceof ServiceError) return error
+  return new ServiceError('multipart_invalid', `the multipart body cannot be read: ${error instanceof Error ? error.message : String(error)}`)
 }
 
 /**

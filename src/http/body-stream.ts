@@ -37,6 +37,10 @@ export class RequestBodyStream extends Readable {
     this.#tooLarge = tooLarge
     this.#sourceValid = sourceValid
     source.onData((chunk, isLast) => this.#onData(chunk, isLast))
+    // The request owns its body: a reader learns a failure through its own pipe or iteration, and a
+    // body nobody reads yet (the handler is still checking the model) must not end the process when
+    // the client leaves or sends too much.
+    this.on('error', () => undefined)
   }
 
   get received(): number {

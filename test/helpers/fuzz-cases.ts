@@ -38,6 +38,8 @@ export interface Operation {
   operationId: string
   parameters: Parameter[]
   bodySchema: JsonObject | undefined
+  /** Whether its body is a multipart/form-data form (an upload). */
+  multipart: boolean
   /** Whether an API key may call it (its security names apiKey). */
   acceptsApiKey: boolean
   public: boolean
@@ -78,6 +80,7 @@ export function operationsOf(doc: unknown): Operation[] {
         operationId: String(op['operationId']),
         parameters,
         bodySchema: json !== undefined && isObject(json['schema']) ? json['schema'] : undefined,
+        multipart: content !== undefined && isObject(content['multipart/form-data']),
         acceptsApiKey: security.some((s) => 'apiKey' in s),
         public: security.length === 0,
       })

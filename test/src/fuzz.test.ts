@@ -30,6 +30,7 @@ import { setupServiceLogin } from '../../src/mqtt/setup-cli.js'
 import { openDisplayFarm, registerDisplay, until } from '../helpers/displays.js'
 import { casesFor, operationsOf, resourceOf, type FuzzCase, type Operation, type Parameter } from '../helpers/fuzz-cases.js'
 import { addressLike, fillFreshFields, hasFreshFields, isObject, loopback, seededRandom, seedFor, type Json } from '../helpers/fuzz-inputs.js'
+import { hostileForms, sendRaw } from '../helpers/hostile-forms.js'
 import { request, signIn } from '../helpers/http.js'
 import { startMosquitto } from '../helpers/mosquitto.js'
 import { startTestService, testAdmin } from '../helpers/service.js'
@@ -233,6 +234,41 @@ for (const op of ordered) {
     }
     for (const { count, message } of failures.values()) t.fail(`${message}${count > 1 ? ` (and ${count - 1} more like it)` : ''}`)
     if (failures.size === 0) t.pass('every answer is 2xx or 4xx')
+  })
+}
+
+const multipartOperations = operations.filter((op) => op.multipart)
+
+t.test('fuzz - the document lists the upload routes whose forms are fuzzed', async (t) => {
+  t.ok(multipartOperations.length > 0, multipartOperations.map((op) => `${op.method} ${op.path}`).join(', '))
+})
+
+for (const op of multipartOperations) {
+  t.test(`fuzz - ${op.method} ${op.path} answers hostile multipart forms with 2xx or 4xx, sent whole, chunked and cut off, and stays up`, async (t) => {
+    // The route's path ids: a model of the test's own (the upload routes live under a model).
+    const model = await request(url, '/v1/models', { method: 'POST', headers: adminHeaders, body: { name: 'fuzz: hostile forms' } })
+    t.equal(model.status, 201, model.text)
+    const path = op.path.replace(/\{[^}]+\}/g, String(model.json.id))
+    const failures: string[] = []
+    for (const hostile of hostileForms()) {
+      for (const framing of ['content-length', 'chunked'] as const) {
+        const sent = { method: op.method, path, headers: adminHeaders, contentType: hostile.contentType, body: hostile.body, framing }
+        const answer = await sendRaw(url, sent)
+        if (!isAnswer(answer.status)) failures.push(`${hostile.kind} (${framing}): answered ${answer.status} ${answer.text.slice(0, 200)}`)
+        // The client leaves halfway through the body: no answer is read, the node must simply carry on.
+        if (hostile.body.length > 1) await sendRaw(url, { ...sent, cutAt: Math.floor(hostile.body.length / 2) })
+        const health = await request(url, '/healthz')
+        if (health.status !== 200) failures.push(`${hostile.kind} (${framing}): /healthz answered ${health.status} afterwards`)
+      }
+    }
+    for (const failure of failures) t.fail(failure)
+    // (The node runs in this process: had any form ended it, this test would not be reporting.)
+    t.pass(`${hostileForms().length} forms, each sent whole and cut off, with a Content-Length and chunked`)
+    // A request whose client left is cleaned up after the socket closed: what it stored goes soon after.
+    await until(async () => {
+      const audit = await request(url, `/v1/models/${model.json.id}/files/audit`, { headers: adminHeaders })
+      return audit.status === 200 && audit.json.orphaned_files.length === 0
+    }, 'no stored bytes are left without a file row')
   })
 }
 

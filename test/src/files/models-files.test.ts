@@ -12,6 +12,7 @@ import { readdirSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { until } from '../../helpers/displays.js'
+import { hostileForms, sendRaw } from '../../helpers/hostile-forms.js'
 import { request } from '../../helpers/http.js'
 import { openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, prusaGcode, upload } from '../../helpers/files.js'
@@ -272,6 +273,24 @@ t.test('uploads - a client that goes away mid-upload leaves no row, no object an
   t.same(readdirSync(join(svc.config.dataDir, 'files', '.tmp')), [], 'no temporary')
   t.same(await svc.services.db.sql`select id from files where model_id = ${modelId}`, [], 'no row')
   t.same(await svc.services.files.store.list(`${farm.orgId}/${modelId}/`), [], 'no object')
+})
+
+t.test('uploads - a form that ends early, before or inside its part, answers 400 multipart_invalid; no row, no object, no temporary, and the node answers on', async (t) => {
+  const modelId = await createModel(url, admin)
+  const path = `/v1/models/${modelId}/files`
+  const forms = new Map(hostileForms().map((form) => [form.kind, form]))
+  for (const kind of ['unterminated (no closing boundary)', 'cut inside the part headers', 'only the opening boundary', 'empty body', 'no boundary parameter']) {
+    const form = forms.get(kind)!
+    for (const framing of ['content-length', 'chunked'] as const) {
+      const answer = await sendRaw(url, { method: 'POST', path, headers: admin, contentType: form.contentType, body: form.body, framing })
+      t.equal(answer.status, 400, `${kind} (${framing}): ${answer.text}`)
+      t.match(JSON.parse(answer.text || '{}'), { error: 'multipart_invalid' }, `${kind} (${framing}) names what to fix`)
+      t.equal((await request(url, '/healthz')).status, 200, `${kind} (${framing}): the node still answers`)
+    }
+  }
+  t.same(await svc.services.db.sql`select id from files where model_id = ${modelId}`, [], 'no row')
+  t.same(await svc.services.files.store.list(`${farm.orgId}/${modelId}/`), [], 'no object')
+  t.same(readdirSync(join(svc.config.dataDir, 'files', '.tmp')), [], 'no temporary')
 })
 
 t.test('uploads - concurrent uploads of one name get distinct versions', async (t) => {
