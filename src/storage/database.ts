@@ -34,12 +34,16 @@ export class StoreUnreachable extends Error {
   override name = 'StoreUnreachable'
 }
 
-export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
+/**
+ * `applicationName` names the node's sessions in pg_stat_activity (`printfarm <node id>` for a
+ * serving node), so an operator, or a test, can find and end exactly one node's sessions.
+ */
+export async function openDatabase(config: Config, logger: Logger, applicationName = 'printfarm'): Promise<Database> {
   const common = {
     onnotice: () => undefined,
     connect_timeout: 10,
     // search_path is a startup parameter, so every pooled connection gets it.
-    connection: { search_path: config.databaseSchema, application_name: 'printfarm' },
+    connection: { search_path: config.databaseSchema, application_name: applicationName.slice(0, 63) },
     // int8 (counts, sequence ids) as JS numbers: ids stay far below 2^53.
     types: { int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) } },
     // Not in postgres.js's typings, documented in its README: the connection's socket (Nagle off).

@@ -19,6 +19,8 @@ const unavailableCodes = new Set([
   '57P01', // admin_shutdown
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now
+  '57P05', // idle_session_timeout
+  '25P03', // idle_in_transaction_session_timeout: the session was ended; nothing of it was committed
   '53300', // too_many_connections
   '08000', // connection_exception
   '08003', // connection_does_not_exist

@@ -1,0 +1,115 @@
+/**
+ * PostgreSQL ending a session (pg_terminate_backend, as a restart, a failover or
+ * idle_in_transaction_session_timeout does) must reach the query that used it as an
+ * error and nothing else: postgres.js 3.4.9 threw from a deferred write to the dead
+ * socket and ended the process, and let the rest of a dead transaction run on the
+ * session its pool slot reconnected. The service carries a patch of the driver
+ * (patches/postgres+3.4.9.patch, applied by `npm install`); these tests fail without it.
+ * Real PostgreSQL only: the embedded store has one session that nothing ends.
+ */
+import t, { type Test } from 'tap'
+import { randomBytes } from 'node:crypto'
+import postgres, { type Sql } from 'postgres'
+
+const url = process.env['DATABASE_URL']
+if (url === undefined) {
+  t.pass('needs a real PostgreSQL (DATABASE_URL)')
+} else {
+  const uncaught: unknown[] = []
+  const onUncaught = (error: unknown): void => void uncaught.push(error)
+  process.on('uncaughtException', onUncaught)
+  t.teardown(() => void process.off('uncaughtException', onUncaught))
+
+  const admin = postgres(url, { max: 1, onnotice: () => undefined })
+  t.teardown(() => admin.end())
+
+  const pool = (t: Test, max = 2): { sql: Sql; name: string } => {
+    const name = `session-end-${randomBytes(4).toString('hex')}`
+    const sql = postgres(url, { max, onnotice: () => undefined, connection: { application_name: name } })
+    t.teardown(() => sql.end({ timeout: 1 }))
+    return { sql, name }
+  }
+  const terminate = (pid: number) => admin`select pg_terminate_backend(${pid})`
+  const terminateAll = (name: string) => admin`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${name}`
+  /** A turn for the driver to see the socket close and for a deferred write to run. */
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 50))
+
+  t.test('a reserved connection whose session was ended rejects its next queries and the process lives on', async (t) => {
+    const { sql } = pool(t)
+    const reserved = await sql.reserve()
+    const { pid } = (await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!
+    await terminate(pid)
+    await t.rejects(reserved`select 1`)
+    await settle()
+    await t.rejects(reserved`select 1`, { code: 'CONNECTION_CLOSED' })
+    await settle()
+    reserved.release()
+    t.same(uncaught, [], 'nothing escaped to the process')
+    const { one } = (await sql<{ one: number }[]>`select 1 as one`)[0]!
+    t.equal(one, 1, 'the pool answers on a fresh session')
+  })
+
+  t.test('a transaction with a query in flight when its session ends rejects, and the pool lives on', async (t) => {
+    const { sql, name } = pool(t)
+    const outcome = sql
+      .begin(async (tx) => {
+        await tx`select pg_sleep(5)`
+      })
+      .then(
+        () => 'committed',
+        (error: { code?: string }) => error.code,
+      )
+    // The transaction's BEGIN reached the server before its session is ended.
+    for (let i = 0; i < 100; i++) {
+      const { n } = (await admin<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${name} and query like '%pg_sleep%'`)[0]!
+      if (n > 0) break
+      await settle()
+    }
+    await terminateAll(name)
+    t.not(await outcome, 'committed')
+    await settle()
+    t.same(uncaught, [], 'nothing escaped to the process')
+    const rows = await Promise.all([1, 2, 3, 4].map(() => sql`select 1 as one`))
+    t.equal(rows.length, 4, 'every slot of the pool answers again')
+  })
+
+  t.test('the rest of a transaction whose session ended never runs on the session its slot reconnects', async (t) => {
+    const { sql } = pool(t, 1)
+    const table = `session_end_${randomBytes(4).toString('hex')}`
+    await admin.unsafe(`create table ${table} (n int)`)
+    t.teardown(() => admin.unsafe(`drop table if exists ${table}`))
+    let reachedInsert: Promise<unknown> | undefined
+    const outcome = sql.begin(async (tx) => {
+      const { pid } = (await tx<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!
+      await terminate(pid)
+      await settle()
+      // The pool reconnects the slot for another query meanwhile.
+      await sql`select 1`
+      reachedInsert = tx.unsafe(`insert into ${table} values (1)`)
+      await reachedInsert
+    })
+    await t.rejects(outcome)
+    if (reachedInsert !== undefined) await t.rejects(reachedInsert, { code: 'CONNECTION_CLOSED' })
+    const { n } = (await admin.unsafe<{ n: number }[]>(`select count(*)::int as n from ${table}`))[0]!
+    t.equal(n, 0, 'nothing of the dead transaction was written')
+    t.same(uncaught, [])
+  })
+
+  t.test('a pooled connection ended with a write still deferred reconnects and answers', async (t) => {
+    const { sql, name } = pool(t, 1)
+    await sql`select 1`
+    // A small query defers its write to the next turn; the session ends before that turn.
+    const pending = sql`select pg_sleep(0.2)`.then(
+      () => 'answered',
+      () => 'failed',
+    )
+    await terminateAll(name)
+    await pending
+    await settle()
+    for (let i = 0; i < 3; i++) {
+      const { one } = (await sql<{ one: number }[]>`select 1 as one`)[0]!
+      t.equal(one, 1)
+    }
+    t.same(uncaught, [])
+  })
+}
