@@ -117,6 +117,8 @@ export interface StartOptions {
   logger?: Logger
   /** Extra routes (tests mount probes of the adapter here). */
   extraRoutes?: readonly Route<RouteSchemas, Services>[]
+  /** The node's one clock (tests hold time still and count the timers a stop leaves). */
+  clock?: Clock
 }
 
 /** Every route of the service, in one table: served, documented, scoped. */
@@ -161,7 +163,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   await checkListenAddresses(config)
   const parts = new StartedParts(logger)
   try {
-    const core = await startCore(config, logger, parts)
+    const core = await startCore(config, logger, parts, options.clock ?? systemClock)
     const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl)
     const apiKeyCache = new ApiKeyCache(core.db.sql)
     const oauthTokens = new OAuthAccessTokens(core.keyring, config.publicBaseUrl, config.oauthAccessTtlSeconds)
@@ -193,7 +195,8 @@ export async function startService(config: Config, options: StartOptions = {}): 
           requestId: use.requestId,
         }),
     })
-    parts.add(() => http.close(0))
+    // Stopped first: no new request, and those in flight finish (up to SHUTDOWN_TIMEOUT_MS) before anything below them closes.
+    parts.add(() => http.close(config.shutdownTimeoutMs))
     const bootstrap = await createFirstAdmin(core.db, config, logger)
     core.state.accepting = true
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
@@ -205,7 +208,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       http,
       bootstrap,
       startupMs: Math.round(performance.now() - began),
-      stop: () => (stopping ??= stopNode(config, logger, core, live, http, services)),
+      stop: () => (stopping ??= stopNode(logger, core.state, http, parts)),
     }
   } catch (error) {
     await parts.undo()
@@ -213,8 +216,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
   }
 }
 
-async function startCore(config: Config, logger: Logger, parts: StartedParts): Promise<Core> {
-  const db = await openDatabase(config, logger)
+async function startCore(config: Config, logger: Logger, parts: StartedParts, clock: Clock): Promise<Core> {
+  const nodeId = config.nodeId ?? persistentNodeId(config.dataDir)
+  const db = await openDatabase(config, logger, `printfarm ${nodeId}`)
   parts.add(() => db.close())
   const metrics = new MetricsRegistry()
   const stopProcessMetrics = registerProcessMetrics(metrics)
@@ -224,8 +228,7 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts): P
   state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
   const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
   const keyring = await loadKeyring(db.sql, sealedBox, logger)
-  const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts)
-  const clock = systemClock
+  const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts, nodeId)
   const printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
   parts.add(() => printerNode.stop())
   const displayStore = new DisplayStore(db.sql)
@@ -264,6 +267,7 @@ async function startCluster(
   db: Database,
   metrics: MetricsRegistry,
   parts: StartedParts,
+  nodeId: string,
 ): Promise<{ directory: ShardDirectory; forwarder: Forwarder | undefined }> {
   if (config.redisUrl === undefined) return { directory: new LocalShardDirectory(), forwarder: undefined }
   const directory = new RedisShardDirectory({
@@ -272,7 +276,7 @@ async function startCluster(
     sql: db.sql,
     logger,
     metrics,
-    nodeId: config.nodeId ?? persistentNodeId(config.dataDir),
+    nodeId,
     leaseMs: config.shardLeaseMs,
   })
   let forwarder: Forwarder | undefined
@@ -428,28 +432,17 @@ async function createFirstAdmin(db: Database, config: Config, logger: Logger): P
   return created
 }
 
-/** Graceful stop, in the order that loses nothing: stop taking work, drain, flush, hand the shards over, close. */
-async function stopNode(config: Config, logger: Logger, core: Core, live: Live, http: HttpServer, services: Services): Promise<void> {
-  core.state.accepting = false
+/**
+ * Graceful stop: the same teardown as a failed start, every part in the reverse order of its start,
+ * which is the order that loses nothing. The HTTP server drains first (a batch answered is a batch
+ * flushed), then the live feed, the queue and job sweeps, the display and printer actors (their
+ * last flush), the shards' leases (released only after that last write, so the next owner hydrates
+ * after it), the broker, the cluster and, last, the store.
+ */
+async function stopNode(logger: Logger, state: NodeState, http: HttpServer, parts: StartedParts): Promise<void> {
+  state.accepting = false
   logger.info('shutting down', { inFlight: http.inFlight })
-  try {
-    live.feed.close()
-    await http.close(config.shutdownTimeoutMs)
-    // Actors finish their messages and the group commit writes its last flush before the store closes.
-    await core.displayNode.stop().catch((error: unknown) => logger.warn('display actors stop failed', { error }))
-    await core.printerNode.stop().catch((error: unknown) => logger.warn('printer actors stop failed', { error }))
-    await core.files.close().catch((error: unknown) => logger.warn('file workers stop failed', { error }))
-    // Handoff: the actors drained and the group commit flushed above; only now are the leases
-    // released, so the next owner hydrates after this node's last write.
-    await core.directory.stop().catch((error: unknown) => logger.warn('releasing the shards failed; they expire by themselves', { error }))
-    await core.forwarder?.close()
-    await services.apiKeyUsage.close().catch((error: unknown) => logger.warn('usage log flush failed', { error }))
-    await core.mqtt.close().catch((error: unknown) => logger.warn('MQTT close failed', { error }))
-    await live.relay?.close()
-  } finally {
-    await core.db.close()
-    core.stopProcessMetrics()
-  }
+  await parts.undo()
   logger.info('stopped')
 }
 

@@ -67,6 +67,7 @@ export class RedisRelay {
   readonly #channel: string
   readonly #node = randomUUID()
   readonly #logger: Logger
+  #closed = false
   readonly #failures
   readonly #received
   readonly #listeners = new Set<(change: LiveChange) => void>()
@@ -181,6 +182,9 @@ export class RedisRelay {
   }
 
   #send(envelope: Envelope): void {
+    // Closed before the actors stop (the node stops its parts in reverse order, after the HTTP drain): a
+    // change of theirs then is not relayed; the other nodes' views read it from the store when they next load it.
+    if (this.#closed) return
     const payload = Buffer.from(encode(envelope))
     this.#pub.publish(this.#channel, payload).catch((error: unknown) => {
       this.#failures.inc()
@@ -189,6 +193,7 @@ export class RedisRelay {
   }
 
   async close(): Promise<void> {
+    this.#closed = true
     await Promise.allSettled([this.#sub.quit(), this.#pub.quit()])
   }
 }

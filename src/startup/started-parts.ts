@@ -1,7 +1,8 @@
 /**
- * What a start has brought up so far, undone in reverse order when a later
- * step fails: the one teardown path of a failed start. (A running node stops
- * through its own ordered drain instead; see service.ts.)
+ * What a start has brought up so far, undone in reverse order: the one
+ * teardown path, for a start that failed halfway and for a running node's
+ * stop alike, so the two cannot drift apart (a part started is a part
+ * stopped). Each closer must be safe to call once its part is up.
  */
 import type { Logger } from '../log.js'
 
@@ -22,7 +23,7 @@ export class StartedParts {
     for (const close of this.#closers.splice(0).reverse()) {
       await Promise.resolve()
         .then(close)
-        .catch((error: unknown) => this.#logger.warn('closing a part of the failed start failed', { error }))
+        .catch((error: unknown) => this.#logger.warn('stopping a part of the node failed', { error }))
     }
   }
 }
