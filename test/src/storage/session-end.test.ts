@@ -49,6 +49,41 @@ if (url === undefined) {
     t.equal(one, 1, 'the pool answers on a fresh session')
   })
 
+  t.test('queries queued on a reserved connection behind a full pipeline all settle when its session ends', async (t) => {
+    const { sql } = pool(t)
+    const reserved = await sql.reserve()
+    const pid = (await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
+    // More than the driver pipelines at once (100): the rest wait in the reserved connection's own queue.
+    const queued = Array.from({ length: 250 }, () => reserved`select pg_sleep(0.01)`.then(
+      () => 'answered',
+      () => 'rejected',
+    ))
+    await settle()
+    await terminate(pid)
+    const outcomes = await Promise.all(queued)
+    t.ok(outcomes.includes('rejected'), `every query settled: ${outcomes.filter((o) => o === 'answered').length} answered before the end, the rest rejected`)
+    reserved.release()
+    t.same(uncaught, [])
+  })
+
+  t.test('queries queued in a transaction behind a full pipeline all settle when its session ends', async (t) => {
+    const { sql, name } = pool(t)
+    let queued: Promise<string>[] = []
+    const outcome = sql.begin(async (tx) => {
+      queued = Array.from({ length: 250 }, () => tx`select pg_sleep(0.01)`.then(
+        () => 'answered',
+        () => 'rejected',
+      ))
+      await Promise.all(queued)
+    })
+    await settle()
+    await terminateAll(name)
+    await t.rejects(outcome)
+    const outcomes = await Promise.all(queued)
+    t.ok(outcomes.includes('rejected'), 'every query of the transaction settled')
+    t.same(uncaught, [])
+  })
+
   t.test('a transaction with a query in flight when its session ends rejects, and the pool lives on', async (t) => {
     const { sql, name } = pool(t)
     const outcome = sql
