@@ -5,8 +5,9 @@
  * one bridge cannot drive another host's printers or claim its tasks. Keys
  * an admin creates are not bound (one key may serve a whole farm's tooling).
  *
- * A key is paired when a pairing code was exchanged for it (auth_codes
- * names it). Binding is first-writer-wins in the store (`coalesce`), so two
+ * A key is paired when a pairing code was exchanged for it (its own
+ * `paired_at`, set in the exchange's transaction and kept with the key, so
+ * the pairing code's row can be swept without unbinding it). Binding is first-writer-wins in the store (`coalesce`), so two
  * nodes binding the same key at once agree on one host. Once known, a key's
  * binding never changes, so each node remembers it: the hot path of event
  * ingestion pays one query per key per process, not per batch.
@@ -34,7 +35,7 @@ export class HostBindings {
     if (bound === undefined) {
       const [row] = await this.#sql<{ bound_host_id: string }[]>`
         update api_keys k set bound_host_id = coalesce(k.bound_host_id, ${hostId})
-        where k.id = ${principal.keyId} and exists (select 1 from auth_codes c where c.api_key_id = k.id)
+        where k.id = ${principal.keyId} and k.paired_at is not null
         returning k.bound_host_id`
       bound = row === undefined ? null : row.bound_host_id
       if (this.#known.size >= rememberedKeys) this.#known.clear()

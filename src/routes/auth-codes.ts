@@ -214,6 +214,8 @@ export const exchangeAuthCodeRoute = defineRoute({
         createdBy: row.verified_by,
       })
       await tx`update auth_codes set status = 'used', used_at = now(), api_key_id = ${record.id} where id = ${row.id}`
+      // Kept with the key: the code's row is swept a day after it expired, the binding lasts (src/auth/host-binding.ts).
+      await tx`update api_keys set paired_at = now() where id = ${record.id}`
       return { record, key }
     }).finally(() => {
       // Polling a pending code, or any known code, never uses up the budget.

@@ -20,6 +20,7 @@ import { makesSkus } from './0014-makes-skus.js'
 import { oauthClients } from './0015-oauth-clients.js'
 import { oauthGrants } from './0016-oauth-grants.js'
 import { eventPayloadJson } from './0017-event-payload-json.js'
+import { pairedKeys } from './0018-paired-keys.js'
 
 export interface Migration {
   readonly version: number
@@ -27,4 +28,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants, eventPayloadJson]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants, eventPayloadJson, pairedKeys]

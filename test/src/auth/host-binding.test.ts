@@ -8,6 +8,8 @@ import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
+import { HostBindings } from '../../../src/auth/host-binding.js'
+import type { Principal } from '../../../src/http/route.js'
 
 const svc = await startTestService(t)
 const farm = await openFarm(svc.url)
@@ -50,4 +52,17 @@ t.test('host binding - two paired keys bind to their own hosts; a key an admin m
   const made = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'farm tooling', scopes: [...bridgeScopes] } })
   const tooling = { 'x-api-key': made.json.key as string }
   for (const host of ['host-a1', 'host-b1', 'host-c1']) t.equal((await request(svc.url, `/v1/hosts/${host}/printer-tasks`, { headers: tooling })).status, 200, host)
+})
+
+t.test('host binding - a paired key stays paired after its pairing code is swept: bound on every node, for good', async (t) => {
+  const key = await pairedKey()
+  // Used pairing codes are deleted a day after they expire (by the public POST /v1/auth-codes): the key must not care.
+  await svc.services.db.sql`delete from auth_codes`
+  t.equal((await request(svc.url, '/v1/hosts/host-swept/printer-tasks', { headers: key })).status, 200, 'the first host binds the key')
+  t.equal((await request(svc.url, '/v1/hosts/host-elsewhere/printer-tasks', { headers: key })).status, 403, 'another host is refused on this node')
+  // Another node (or this one after a restart) knows nothing of the key but what the store holds.
+  const { id } = (await svc.services.db.sql<{ id: string }[]>`select id from api_keys where bound_host_id = 'host-swept'`)[0] ?? { id: 'none' }
+  const elsewhere = new HostBindings(svc.services.db.sql)
+  await t.rejects(elsewhere.check({ kind: 'api_key', keyId: id } as Principal, 'host-elsewhere'), { code: 'api_key_host_mismatch' }, 'another node refuses another host too')
+  await t.resolves(elsewhere.check({ kind: 'api_key', keyId: id } as Principal, 'host-swept'))
 })
