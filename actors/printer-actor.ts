@@ -197,6 +197,7 @@ export class PrinterActor {
         let refusal: { reason: RefusalReason; message: string } | undefined
         if (link.outcome === 'linked' || (link.outcome === 'already' && !(openJob !== null && openJob.endedAt === null && openJob.jobId === link.jobId))) jobIdOf.set(e, link.jobId!)
         else if (link.outcome === 'already') refusal = { reason: 'job_already_started', message: `task ${String(dataOf(e)['printerTaskId'])} started job ${link.jobId} already; this job:start changes nothing` }
+        else if (link.outcome === 'finished') refusal = { reason: 'job_already_started', message: `task ${String(dataOf(e)['printerTaskId'])} finished job ${link.jobId} already; this job:start changes nothing` }
         else if (link.outcome === 'fenced') refusal = { reason: 'task_fenced', message: `task ${String(dataOf(e)['printerTaskId'])} was cancelled, expired, requeued or moved to another assignment; the job is not started by it` }
         else if (link.outcome === 'mismatch') refusal = { reason: 'task_claim_mismatch', message: "claimGeneration or jobId is not the task's; use the values of the task's claim" }
         else refusal = { reason: 'task_unknown', message: `no printer task ${String(dataOf(e)['printerTaskId']).slice(0, 64)} for this printer` }

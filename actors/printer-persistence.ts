@@ -92,8 +92,8 @@ export interface StoredEventRef {
 
 /** What linking a bridge's job:start to a printer task did (DESIGN section 14). */
 export interface TaskStartLink {
-  /** linked: the task started now; already: it had started before (by this start or an operator). */
-  outcome: 'linked' | 'already' | 'fenced' | 'mismatch' | 'unknown'
+  /** linked: the task started now; already: it had started before (by this start or an operator); finished: its job has ended. */
+  outcome: 'linked' | 'already' | 'finished' | 'fenced' | 'mismatch' | 'unknown'
   /** The task's job (linked or already). */
   jobId: number | null
 }

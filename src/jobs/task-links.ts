@@ -31,7 +31,9 @@ async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest): Pr
       select state, assignment_epoch, claim_generation from printer_tasks where id = ${start.taskId} for update`
     if (job === undefined || task === undefined) return { outcome: 'unknown', jobId: null }
     if (task.assignment_epoch !== start.assignmentEpoch) return { outcome: 'fenced', jobId }
-    if (task.state === 'started' || task.state === 'finished') return { outcome: 'already', jobId }
+    // A finished task's job has ended: announcing its start again (a restarted bridge repeating its last task) must not reopen it.
+    if (task.state === 'finished') return { outcome: 'finished', jobId }
+    if (task.state === 'started') return { outcome: 'already', jobId }
     if (task.state !== 'offered' && task.state !== 'claimed' && task.state !== 'unconfirmed') return { outcome: 'fenced', jobId }
     if (start.claimGeneration !== undefined && start.claimGeneration !== task.claim_generation) return { outcome: 'mismatch', jobId: null }
     const next = nextJobStatus(job.status, { type: 'START' })

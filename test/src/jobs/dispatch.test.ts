@@ -208,6 +208,25 @@ t.test('start - job:start with the task links once; a second start changes nothi
   t.equal(operator.json.error, 'job_already_started')
 })
 
+t.test('start - a job:start for a task that already finished (a restarted bridge announcing its last task again) is refused and changes nothing', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  const claimed = (await claim(taskId)).json
+  await send(printer, 'job:start', { jobId, printerTaskId: taskId, claimGeneration: claimed.claim_generation })
+  await send(printer, 'job:finish', { result: 'success' })
+  const before = await job(jobId)
+  t.equal(before.status, 'awaiting_verification')
+  const printerBefore = (await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer
+  const again = await send(printer, 'job:start', { jobId, printerTaskId: taskId, claimGeneration: claimed.claim_generation })
+  t.equal(again.status, 200)
+  t.equal(again.json.events[0].outcome, 'refused')
+  t.equal(again.json.events[0].reason, 'job_already_started')
+  t.match(again.json.events[0].message, /finished/)
+  t.same(await job(jobId), before, 'the job is as it was')
+  const printerAfter = (await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer
+  t.same({ job: printerAfter.job, ready_gate: printerAfter.ready_gate, state: printerAfter.state }, { job: printerBefore.job, ready_gate: printerBefore.ready_gate, state: printerBefore.state }, "the printer's job and gate are as they were")
+})
+
 t.test('start - a job:start with a wrong claim generation or an unknown task is refused and starts nothing', async (t) => {
   const printer = await onlinePrinter()
   const { jobId, taskId } = await dispatched(printer)
