@@ -16,7 +16,7 @@ import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssig
 import { pureTransition } from '../machines/transition.js'
 import type { Static } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../protocol/errors.js'
-import type { IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
+import type { ConnectionFenceSchema, IncomingEventSchema, IngestRequestSchema } from '../protocol/node-calls.js'
 import type { EventOutcomeSchema, RefusedEventSchema, refusalReasons } from '../protocol/printer-events.js'
 import type { Clock } from './clock.js'
 import type { EventRecord, HydratedPrinter, PersistedPrinterState, PrinterCommit, PrinterIdentity, PrinterPersistence, TaskStartLink, TaskStartRequest } from './printer-persistence.js'
@@ -73,6 +73,8 @@ export interface PrinterChange {
   /** Jobs this commit created or changed, in their state now. */
   jobs: readonly PrinterJob[]
 }
+
+export type ConnectionFence = Static<typeof ConnectionFenceSchema>
 
 const fenceErrors: Record<FenceRefusal, ErrorCode> = {
   unassigned: 'printer_not_assigned',
@@ -293,9 +295,19 @@ export class PrinterActor {
     return this.#loaded!.printer.getSnapshot().context.ams
   }
 
-  /** The bridge's connection report (PATCH connection-status): seen now, or disconnected now. */
-  async reportConnection(organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
+  /**
+   * The bridge's connection report (PATCH connection-status): seen now, or disconnected now. A status
+   * word can start or end the printer's job, so it comes with the bridge's host and epoch, fenced as
+   * an event is (the route refuses one without them).
+   */
+  async reportConnection(organizationId: string, connected: boolean, at: number, status: string | undefined, fence?: ConnectionFence): Promise<void> {
     const loaded = await this.#load(organizationId)
+    if (status !== undefined) {
+      if (fence === undefined) throw new Error('a status word reached the printer actor without its fence')
+      const context = loaded.assignment.context
+      const refusal = checkFence(context, fence.hostId, fence.assignmentEpoch)
+      if (refusal !== undefined) throw fenceError(refusal, context.hostId, context.assignmentEpoch, fence)
+    }
     const event: BridgeEvent = connected ? { type: 'heartbeat', data: status === undefined ? {} : { status }, timestamp: at } : { type: 'client:disconnect', data: {}, timestamp: at }
     // A status word given with the report is the printer's status, like a status event's.
     const events: BridgeEvent[] = connected && status !== undefined ? [{ type: 'status', data: { status }, timestamp: at }, event] : [event]
@@ -497,7 +509,7 @@ function notFound(): ServiceError {
   return new ServiceError('printer_not_found', 'no such printer in this organization')
 }
 
-function fenceError(refusal: FenceRefusal, hostId: string | null, epoch: number, request: IngestRequest): ServiceError {
+function fenceError(refusal: FenceRefusal, hostId: string | null, epoch: number, request: ConnectionFence): ServiceError {
   const messages: Record<FenceRefusal, string> = {
     unassigned: 'the printer is not assigned to any host; assign it with PUT /v1/printers/{id}/host-assignment',
     stale_epoch: `assignmentEpoch ${request.assignmentEpoch} is stale: the printer is at epoch ${epoch} now (it was moved); re-read GET /v1/printer-config?host_id=${request.hostId}`,

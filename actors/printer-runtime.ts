@@ -15,7 +15,7 @@ import { printerMachine, type FilamentAssignment } from '../machines/printer.js'
 import { ServiceError } from '../protocol/errors.js'
 import { Mailbox } from './mailbox.js'
 import type { Clock } from './clock.js'
-import { PrinterActor, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
+import { PrinterActor, type ConnectionFence, type IngestRequest, type IngestResult, type PrinterChange, type PrinterView } from './printer-actor.js'
 import type { PersistedPrinterState, PrinterPersistence } from './printer-persistence.js'
 import { ShardUnavailable, shardOf, type ShardDirectory } from './shard-directory.js'
 
@@ -118,8 +118,8 @@ export class PrinterRuntime {
     return this.#send(printerId, (a) => a.assignFilaments(organizationId, slots, jobId))
   }
 
-  reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
-    return this.#send(printerId, (a) => a.reportConnection(organizationId, connected, at, status))
+  reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined, fence?: ConnectionFence): Promise<void> {
+    return this.#send(printerId, (a) => a.reportConnection(organizationId, connected, at, status, fence))
   }
 
   acknowledgeError(printerId: string, organizationId: string) {

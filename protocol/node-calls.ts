@@ -27,6 +27,9 @@ import { AmsSlotSchema, FilamentSlotSchema, HostAssignmentSchema } from './schem
 const strict = { additionalProperties: false } as const
 const Uuid = Type.String({ format: 'uuid' })
 const HostId = Type.String({ minLength: 1, maxLength: 200 })
+
+/** The host and epoch a bridge's connection report names with a status word, checked like an event's. */
+export const ConnectionFenceSchema = Type.Object({ hostId: HostId, assignmentEpoch: Type.Integer({ minimum: 1 }) }, { additionalProperties: false })
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
 /** What a `void` call answers: MessagePack carries `undefined` in the answer frame as nil. */
 const Nothing = Type.Null()
@@ -179,6 +182,8 @@ export const nodeCalls = {
         /** The bridge's last heartbeat, ms since the Unix epoch. */
         at: Type.Number(),
         status: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+        /** With a status word: the bridge's host and epoch, checked like an event's. */
+        fence: Type.Optional(ConnectionFenceSchema),
       },
       strict,
     ),

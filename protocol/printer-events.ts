@@ -75,12 +75,12 @@ const EventTypeSchema = Type.Union(
   { description: 'One of the 26 printer event types (docs/printers-and-events.md, "Event types").' },
 )
 const Seqn = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Bridge's per-printer sequence number; events apply in seqn order." })
-const Epoch = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "The host assignment's epoch, as read from GET /v1/printer-config." })
+export const Epoch = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "The host assignment's epoch, as read from GET /v1/printer-config." })
 /** Up to the largest time a JS Date holds (year 275760): a runaway value cannot poison ordering or presence. */
 const Timestamp = Type.Number({ minimum: 0, maximum: 8.64e15, description: 'Milliseconds since the Unix epoch.' })
 const DeliveryAttempt = Type.Integer({ minimum: 1, maximum: 1_000_000, description: '1 on first delivery, +1 on each retry.' })
 const Data = Type.Object({}, { additionalProperties: true, description: 'Free-form event payload.' })
-const HostId = Type.String({ minLength: 1, maxLength: 200 })
+export const HostId = Type.String({ minLength: 1, maxLength: 200 })
 
 export const SinglePrinterEventSchema = Type.Object(
   {

@@ -19,6 +19,7 @@
  *   disabled, on no host) but not put them into service.
  */
 import { Type, type Static } from '@sinclair/typebox'
+import { Epoch, HostId } from '../printer-events.js'
 
 const strict = { additionalProperties: false } as const
 const Uuid = Type.String({ format: 'uuid' })
@@ -138,7 +139,15 @@ export const ConnectionStatusBody = Type.Object(
   {
     is_connected: Type.Boolean(),
     last_heartbeat: Type.String({ format: 'date-time', description: 'When the bridge last heard from the printer.' }),
-    status: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "The printer's status word, as a status event would carry it." })),
+    status: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "The printer's status word, as a status event would carry it. It can start or end the printer's job, so it is taken only with hostId and assignmentEpoch, fenced like an event.",
+      }),
+    ),
+    hostId: Type.Optional({ ...HostId, description: "The bridge's host; required with status." }),
+    assignmentEpoch: Type.Optional({ ...Epoch, description: 'The host assignment epoch the bridge holds; required with status.' }),
   },
   { ...strict, title: 'ConnectionStatusRequest' },
 )

@@ -13,7 +13,7 @@
  * the schema lets through must fit what the routes expect (the methods).
  */
 import type { FilamentAssignment, PrinterError } from '../../machines/printer.js'
-import type { IngestRequest, IngestResult, PrinterChange, PrinterView } from '../../actors/printer-actor.js'
+import type { ConnectionFence, IngestRequest, IngestResult, PrinterChange, PrinterView } from '../../actors/printer-actor.js'
 import type { PersistedPrinterState } from '../../actors/printer-persistence.js'
 import type { PrinterRuntime } from '../../actors/printer-runtime.js'
 import { shardOf, type ShardDirectory } from '../../actors/shard-directory.js'
@@ -43,7 +43,7 @@ export class RoutedPrinters {
     })
     forwarder.handle('printer.assignFilaments', (a) => r.assignFilaments(a.printerId, a.organizationId, a.slots, a.jobId))
     forwarder.handle('printer.reportConnection', async (a) => {
-      await r.reportConnection(a.printerId, a.organizationId, a.connected, a.at, a.status)
+      await r.reportConnection(a.printerId, a.organizationId, a.connected, a.at, a.status, a.fence)
       return null
     })
     forwarder.handle('printer.view', (a) => r.view(a.printerId, a.organizationId))
@@ -74,9 +74,9 @@ export class RoutedPrinters {
     return remote === local ? this.runtime.assignFilaments(printerId, organizationId, slots, jobId) : remote
   }
 
-  async reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined): Promise<void> {
-    const remote = await this.#route(printerId, 'printer.reportConnection', () => ({ printerId, organizationId, connected, at, status }))
-    if (remote === local) await this.runtime.reportConnection(printerId, organizationId, connected, at, status)
+  async reportConnection(printerId: string, organizationId: string, connected: boolean, at: number, status: string | undefined, fence: ConnectionFence | undefined): Promise<void> {
+    const remote = await this.#route(printerId, 'printer.reportConnection', () => ({ printerId, organizationId, connected, at, status, fence }))
+    if (remote === local) await this.runtime.reportConnection(printerId, organizationId, connected, at, status, fence)
   }
 
   async view(printerId: string, organizationId: string): Promise<PrinterView> {

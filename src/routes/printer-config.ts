@@ -166,17 +166,29 @@ export const connectionStatusRoute = defineRoute({
   summary: "The bridge's link to the printer: connected (a sign of life, with an optional status word) or not (offline at once).",
   description:
     'Goes to the printer\'s actor like an event: is_connected true marks the printer online and restarts its presence timer ' +
-    '(PRESENCE_TIMEOUT_MS); false marks it offline at once. Not part of the event log (it has no seqn).',
+    '(PRESENCE_TIMEOUT_MS); false marks it offline at once. Not part of the event log (it has no seqn). A `status` word is applied as ' +
+    "the printer's status (it can start or end its job), so it needs `hostId` and `assignmentEpoch`, checked like an event's " +
+    '(400 without them; 403 api_key_host_mismatch, 409 assignment_* when they are not the printer\'s current assignment).',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: ConnectionStatusBody },
   responses: { 200: { description: 'Recorded.', schema: SuccessSchema } },
-  errors: ['printer_not_found', 'printer_owner_unavailable'],
+  errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch', 'printer_not_assigned', 'assignment_epoch_stale', 'assignment_epoch_unknown', 'assignment_other_host'],
   handler: async (req, svc: Services) => {
     const at = Date.parse(req.body.last_heartbeat)
     // RFC 3339 allows a leap second (…:60) that JavaScript dates cannot represent.
     if (Number.isNaN(at)) throw new ServiceError('validation_failed', 'body.last_heartbeat is not a time this service can represent (a leap second?)')
-    await svc.printers.reportConnection(req.params.id, organizationOf(req.principal), req.body.is_connected, at, req.body.status)
+    const { status, hostId, assignmentEpoch } = req.body
+    let fence: { hostId: string; assignmentEpoch: number } | undefined
+    // A status word can start or end the printer's job: only the bridge of its current assignment may send one (docs/printers-and-events.md).
+    if (status !== undefined) {
+      if (hostId === undefined || assignmentEpoch === undefined) {
+        throw new ServiceError('validation_failed', 'body.status needs body.hostId and body.assignmentEpoch (the assignment the bridge holds), or send the status as a status event')
+      }
+      await svc.hostBindings.check(req.principal, hostId)
+      fence = { hostId, assignmentEpoch }
+    }
+    await svc.printers.reportConnection(req.params.id, organizationOf(req.principal), req.body.is_connected, at, status, fence)
     return { body: { success: true } }
   },
 })

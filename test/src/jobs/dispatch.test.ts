@@ -227,6 +227,29 @@ t.test('start - a job:start for a task that already finished (a restarted bridge
   t.same({ job: printerAfter.job, ready_gate: printerAfter.ready_gate, state: printerAfter.state }, { job: printerBefore.job, ready_gate: printerBefore.ready_gate, state: printerBefore.state }, "the printer's job and gate are as they were")
 })
 
+t.test('connection reports - a status word needs the printer\'s own host and epoch: without them, from another host or another epoch it is refused and the print runs on', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  const claimed = (await claim(taskId)).json
+  await send(printer, 'job:start', { jobId, printerTaskId: taskId, claimGeneration: claimed.claim_generation })
+  const report = (body: Record<string, unknown>) =>
+    request(svc.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: launch, body: { is_connected: true, last_heartbeat: new Date().toISOString(), ...body } })
+  const bare = await report({ status: 'FINISH' })
+  t.equal(bare.status, 400)
+  t.match(bare.json, { error: 'validation_failed', message: /hostId/ })
+  const otherHost = await report({ status: 'FINISH', hostId: 'host-b', assignmentEpoch: 1 })
+  t.equal(otherHost.status, 409)
+  t.equal(otherHost.json.error, 'assignment_other_host')
+  const otherEpoch = await report({ status: 'FINISH', hostId: 'host-a', assignmentEpoch: 2 })
+  t.equal(otherEpoch.status, 409)
+  t.equal(otherEpoch.json.error, 'assignment_epoch_unknown')
+  t.match(await job(jobId), { status: 'printing', printer_state: 'printing' }, 'the print runs on')
+  t.equal((await report({})).status, 200, 'presence alone needs no fence')
+  const own = await report({ status: 'RUNNING', hostId: 'host-a', assignmentEpoch: 1 })
+  t.equal(own.status, 200, "the printer's own bridge may send its status word")
+  t.match(await job(jobId), { status: 'printing' })
+})
+
 t.test('start - a job:start with a wrong claim generation or an unknown task is refused and starts nothing', async (t) => {
   const printer = await onlinePrinter()
   const { jobId, taskId } = await dispatched(printer)

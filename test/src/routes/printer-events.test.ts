@@ -287,7 +287,7 @@ t.test('printer presence - events mark a printer online, client:disconnect and c
   t.equal((await stateOf(printer))!['online'], true)
   await postBatch(farm, batch(printer, [item(1, { type: 'client:disconnect' })]))
   t.equal((await stateOf(printer))!['online'], false)
-  const up = await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: new Date().toISOString(), status: 'IDLE' } })
+  const up = await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: new Date().toISOString(), status: 'IDLE', hostId: 'host-a', assignmentEpoch: 1 } })
   t.same(up.json, { success: true })
   t.match(await stateOf(printer), { online: true, state: { rawStatus: 'IDLE' } })
   await request(farm.url, `/v1/printer-config/${printer}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: false, last_heartbeat: new Date().toISOString() } })
