@@ -29,7 +29,7 @@
     return body
   }
 
-  document.getElementById('deny').addEventListener('click', () => back({ decision: 'deny' }))
+  document.getElementById('deny').addEventListener('click', () => back({ decision: 'deny', consent: request.consent_token }))
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault()
@@ -76,7 +76,7 @@
           ...(request.code_challenge ? { codeChallenge: request.code_challenge } : {}),
         }),
       })
-      back({ handoff: handoff.handoff, organization_id: organization })
+      back({ handoff: handoff.handoff, organization_id: organization, consent: request.consent_token })
     } catch (error) {
       if (session === undefined) form.password.value = ''
       fail(error.message)

@@ -392,7 +392,7 @@ function wireServices(
     oauthClients,
     oauthServer: {
       resources,
-      authorization: new Authorization(db.sql, oauthClients, resources, config.publicBaseUrl, config.oauthCodeTtlSeconds, logger),
+      authorization: new Authorization(db.sql, oauthClients, resources, config.publicBaseUrl, config.oauthCodeTtlSeconds, logger, core.sealedBox.derivedKeys('oauth-consent'), () => core.clock.now()),
       tokens: new TokenEndpoint(db.sql, { clients: oauthClients, tokens: shared.oauthTokens, resources, agents }, config.oauthRefreshTtlSeconds, logger),
       agents,
       authorizations: new Authorizations(db.sql, logger),

@@ -56,6 +56,9 @@ export const AuthorizeQuery = Type.Object(
     handoff: Type.Optional(Type.String({ maxLength: 200 })),
     organization_id: Type.Optional(Type.String({ maxLength: 100 })),
     decision: Type.Optional(Type.String({ maxLength: 20, description: '`deny`: the person declined; the client gets error=access_denied.' })),
+    consent: Type.Optional(
+      Type.String({ maxLength: 200, description: "Set by the consent page on Deny and Allow: proof the person saw it, without which an application that registered itself gets no error on its redirect URI." }),
+    ),
   },
   { ...lenient, title: 'AuthorizeQuery' },
 )

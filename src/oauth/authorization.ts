@@ -10,8 +10,17 @@
  * URI with `state` and `iss` (RFC 9207). A handoff that does not match the
  * request it comes back with is refused with 400 and no code: it was made
  * for another request.
+ *
+ * A client that registered itself (RFC 7591) named its redirect URIs itself:
+ * anyone can register one on any site. Its errors go back to that URI only
+ * once the person has seen its consent page (the page carries a consent
+ * token, signed here and bound to the client, the redirect URI and the
+ * state, which Deny and Allow send back); before that an error is a 400 page
+ * and no redirect, so this endpoint cannot bounce a link's victim to a site
+ * of the registrant's choosing (RFC 9700 section 4.11.2). An organization's
+ * own clients were registered by its admin and are sent back at once.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriMatches } from '../../protocol/redirect-uris.js'
@@ -35,7 +44,12 @@ export interface ConsentRequest {
   resource: string
   code_challenge: string | null
   organization_id: string | null
+  /** Proof that this page was shown, sent back with Deny and Allow (see the module header). */
+  consent_token: string
 }
+
+/** How long a consent page's token proves the page was seen. */
+const consentTokenTtlSeconds = 3600
 
 export type AuthorizeOutcome = { kind: 'consent'; request: ConsentRequest } | { kind: 'redirect'; location: string }
 
@@ -72,8 +86,14 @@ export class Authorization {
   readonly #issuer: string
   readonly #codeTtlSeconds: number
   readonly #logger: Logger
+  /** `[0]` signs consent tokens; every key verifies. */
+  readonly #consentKeys: readonly Buffer[]
+  readonly #now: () => number
 
-  constructor(sql: Sql, clients: OAuthClientStore, resources: Resources, issuer: string, codeTtlSeconds: number, logger: Logger) {
+  constructor(sql: Sql, clients: OAuthClientStore, resources: Resources, issuer: string, codeTtlSeconds: number, logger: Logger, consentKeys: readonly Buffer[], now: () => number) {
+    if (consentKeys.length === 0) throw new TypeError('consent tokens need a key')
+    this.#consentKeys = consentKeys
+    this.#now = now
     this.#sql = sql
     this.#clients = clients
     this.#resources = resources
@@ -121,12 +141,38 @@ export class Authorization {
     try {
       return await this.#decide(client, query)
     } catch (error) {
-      if (error instanceof RedirectError) return { kind: 'redirect', location: this.#location(query, { error: error.error, error_description: error.description }) }
-      if (error instanceof ServiceError && (error.code === 'invalid_scope' || error.code === 'invalid_target')) {
-        return { kind: 'redirect', location: this.#location(query, { error: error.code, error_description: error.message }) }
+      const back =
+        error instanceof RedirectError
+          ? { error: error.error, error_description: error.description }
+          : error instanceof ServiceError && (error.code === 'invalid_scope' || error.code === 'invalid_target')
+            ? { error: error.code, error_description: error.message }
+            : undefined
+      if (back === undefined) throw error
+      if (client.organizationId === null && !this.#consentSeen(query)) {
+        throw new ServiceError('invalid_request', `${back.error}: ${back.error_description} (an application that registered itself is sent back only from its consent page, so nothing is sent to it)`)
       }
-      throw error
+      return { kind: 'redirect', location: this.#location(query, back) }
     }
+  }
+
+  /** The consent page's token for this request: the client, redirect URI and state it was shown for, and until when. */
+  #consentToken(query: AuthorizeQuery, expiresAt: number, key: Buffer): string {
+    const mac = createHmac('sha256', key).update(JSON.stringify([query.client_id, query.redirect_uri, query.state ?? null, expiresAt])).digest('base64url')
+    return `${expiresAt}.${mac}`
+  }
+
+  /** Whether the request carries a consent token of this request's page that has not expired (any current key). */
+  #consentSeen(query: AuthorizeQuery): boolean {
+    const token = query.consent
+    if (token === undefined) return false
+    const [at, mac] = token.split('.')
+    const expiresAt = Number(at)
+    if (mac === undefined || !Number.isSafeInteger(expiresAt) || expiresAt * 1000 < this.#now()) return false
+    const given = Buffer.from(token)
+    return this.#consentKeys.some((key) => {
+      const expected = Buffer.from(this.#consentToken(query, expiresAt, key))
+      return expected.length === given.length && timingSafeEqual(expected, given)
+    })
   }
 
   async #decide(client: GrantClient, query: AuthorizeQuery): Promise<AuthorizeOutcome> {
@@ -159,6 +205,7 @@ export class Authorization {
           resource,
           code_challenge: query.code_challenge ?? null,
           organization_id: query.organization_id?.toLowerCase() ?? client.organizationId,
+          consent_token: this.#consentToken(query, Math.floor(this.#now() / 1000) + consentTokenTtlSeconds, this.#consentKeys[0]!),
         },
       }
     }

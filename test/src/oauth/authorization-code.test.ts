@@ -189,6 +189,15 @@ t.test('authorize - unknown client or redirect URI: 400 and no redirect; deny: a
 
   const deny = await authorizationUrl(as, client, redirectUri)
   deny.url.searchParams.set('decision', 'deny')
+  const crafted = await follow(deny.url)
+  t.equal(crafted.status, 400, 'a deny link nobody clicked on the consent page: 400')
+  t.equal(crafted.location, undefined, 'and nothing is sent to an application that registered itself')
+  // Deny on the consent page comes back with the page's consent token.
+  const shown = new URL(deny.url)
+  shown.searchParams.delete('decision')
+  const denyPage = await consentRequest(shown)
+  t.type(denyPage.request?.consent_token, 'string', 'the consent page carries its token')
+  deny.url.searchParams.set('consent', denyPage.request.consent_token)
   const d = await follow(deny.url)
   t.equal(d.status, 302)
   t.equal(d.location?.origin + d.location!.pathname, redirectUri)
@@ -202,8 +211,9 @@ t.test('authorize - unknown client or redirect URI: 400 and no redirect; deny: a
 
   const noPkce = await authorizationUrl(as, client, redirectUri, { pkce: false })
   const n = await follow(noPkce.url)
-  t.equal(n.status, 302)
-  t.equal(n.location?.searchParams.get('error'), 'invalid_request', 'a public client without PKCE is sent back with invalid_request')
+  t.equal(n.status, 400)
+  t.equal(n.location, undefined, 'a public client without PKCE is refused, and an application that registered itself is not sent back to')
+  t.match(JSON.parse(n.body), { error: 'invalid_request', error_description: /PKCE/ })
 })
 
 t.test('handoff - bound to its request: another scope, client or challenge gets no code; a handoff is used once', async (t) => {

@@ -200,20 +200,42 @@ t.test('session handoff - unknown client, unregistered redirect URI, foreign res
   t.equal(narrowed.status, 200, 'scopes the client lacks are dropped when some remain', { body: narrowed.text })
 })
 
-t.test('authorize - after the client and redirect URI check out, errors go back on the redirect URI with state and iss', async (t) => {
+const authorizeErrors = [
+  ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
+  ['response_type empty', { response_type: '' }, 'unsupported_response_type'],
+  ['code_challenge_method plain', { code_challenge_method: 'plain' }, 'invalid_request'],
+  ['a code_challenge of 42', { code_challenge: 'a'.repeat(42) }, 'invalid_request'],
+  ['an unknown scope', { scope: 'printers:read admin' }, 'invalid_scope'],
+  ['only scopes the client may not have', { scope: 'host:pair' }, 'invalid_scope'],
+  ['a resource not served here', { resource: 'https://elsewhere.example.com/' }, 'invalid_target'],
+  ['organization_id that is not a uuid', { organization_id: 'not-a-uuid' }, 'invalid_request'],
+  ['decision neither allow nor deny', { decision: 'maybe' }, 'invalid_request'],
+  ['decision deny', { decision: 'deny' }, 'access_denied'],
+] as const
+
+t.test('authorize - an application that registered itself gets no error on its redirect URI before its consent page was seen: 400 and no redirect', async (t) => {
   const client = await publicClient()
   const base = await authorizationUrl(as, client, redirectUri, { scope: 'printers:read' })
-  for (const [what, change, error] of [
-    ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
-    ['response_type empty', { response_type: '' }, 'unsupported_response_type'],
-    ['code_challenge_method plain', { code_challenge_method: 'plain' }, 'invalid_request'],
-    ['a code_challenge of 42', { code_challenge: 'a'.repeat(42) }, 'invalid_request'],
-    ['an unknown scope', { scope: 'printers:read admin' }, 'invalid_scope'],
-    ['only scopes the client may not have', { scope: 'host:pair' }, 'invalid_scope'],
-    ['a resource not served here', { resource: 'https://elsewhere.example.com/' }, 'invalid_target'],
-    ['organization_id that is not a uuid', { organization_id: 'not-a-uuid' }, 'invalid_request'],
-    ['decision neither allow nor deny', { decision: 'maybe' }, 'invalid_request'],
-  ] as const) {
+  for (const [what, change, error] of authorizeErrors) {
+    const next = new URL(base.url)
+    for (const [k, v] of Object.entries(change)) next.searchParams.set(k, v)
+    const res = await follow(next, { accept: 'text/html' })
+    t.equal(res.status, 400, `${what}: 400`, { body: res.body })
+    t.equal(res.location, undefined, `${what}: no redirect`)
+    t.match(res.body, new RegExp(error), `${what}: the page names ${error}`)
+    // A consent token of another page (another state) proves nothing for this request.
+    const forged = new URL(next)
+    forged.searchParams.set('consent', `${Math.floor(Date.now() / 1000) + 600}.${'A'.repeat(43)}`)
+    t.equal((await follow(forged)).location, undefined, `${what}: a made-up consent token sends nothing back`)
+  }
+})
+
+t.test('authorize - after the client and redirect URI check out, errors go back on the redirect URI with state and iss (an organization\'s client)', async (t) => {
+  const created = await request(url, '/v1/oauth-clients', { method: 'POST', headers: admin.auth, body: { organization_id: orgA, name: 'Errors go back', redirect_uris: [redirectUri], scopes: ['printers:read', 'files:read'] } })
+  t.equal(created.status, 201, created.text)
+  const client = { client_id: created.json.client_id as string }
+  const base = await authorizationUrl(as, client, redirectUri, { scope: 'printers:read' })
+  for (const [what, change, error] of authorizeErrors) {
     const next = new URL(base.url)
     for (const [k, v] of Object.entries(change)) next.searchParams.set(k, v)
     const res = await follow(next)
