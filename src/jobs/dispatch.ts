@@ -189,6 +189,11 @@ export class Dispatcher {
         this.#options.metrics?.claimConflicts.inc({ reason: 'task_not_claimable' })
         throw new ServiceError('task_not_claimable', `task ${taskId} is ${task.assignment_epoch !== printer.assignment_epoch ? 'of an older assignment' : task.state}; poll GET /v1/hosts/${body.hostId}/printer-tasks for the current ones`)
       }
+      // The sweep expires an offer after its time; until it has run, a late claim must not take it.
+      if (task.state === 'offered' && task.offer_expires_at <= now) {
+        this.#options.metrics?.claimConflicts.inc({ reason: 'task_not_claimable' })
+        throw new ServiceError('task_not_claimable', `task ${taskId}'s offer expired at ${task.offer_expires_at.toISOString()}; poll GET /v1/hosts/${body.hostId}/printer-tasks for the current ones`)
+      }
       let fresh = false
       if (task.state === 'offered') {
         const deadline = new Date(now.getTime() + this.#options.startDeadlineSeconds * 1000)

@@ -160,6 +160,17 @@ t.test('claims - ten concurrent claims by the host make one claim; another host 
   t.equal((await claim(randomUUID())).status, 404)
 })
 
+t.test('claims - an offer past its expiry is not claimable, even before the sweep has expired it', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  await svc.services.db.sql`update printer_tasks set offer_expires_at = now() - interval '1 second' where id = ${taskId}`
+  const late = await claim(taskId)
+  t.equal(late.status, 409)
+  t.equal(late.json.error, 'task_not_claimable')
+  t.match(late.json.message, /expired/)
+  t.match(await job(jobId), { status: 'dispatching' }, 'nothing was claimed')
+})
+
 t.test('claims - file reads with the task parameters must match the live claim', async (t) => {
   const printer = await onlinePrinter()
   const { jobId, taskId } = await dispatched(printer)
