@@ -210,6 +210,7 @@ export class TokenEndpoint {
     if (token.startsWith(refreshPrefix)) {
       const [row] = await this.#sql<{ family_id: string; client_id: string }[]>`select family_id, client_id from oauth_refresh_tokens where token_hash = ${sha256(token)}`
       if (row === undefined || (clientId !== undefined && row.client_id !== clientId)) return
+      if (clientId === undefined) await this.#assertPublicIssuer(row.client_id)
       await this.#sql.begin((tx) => revokeFamily(tx, row.family_id))
       this.#logger.info('oauth revocation', { kind: 'refresh_token', clientId: row.client_id })
       return
@@ -221,7 +222,20 @@ export class TokenEndpoint {
     }
     const access = await this.#tokens.inspect(token)
     if (access === undefined || (clientId !== undefined && access.clientId !== clientId)) return
+    if (clientId === undefined && access.clientId !== null) await this.#assertPublicIssuer(access.clientId)
     await this.#sql`insert into oauth_revoked_tokens (jti, expires_at) values (${access.tokenId}, to_timestamp(${access.expiresAt})) on conflict (jti) do nothing`
     this.#logger.info('oauth revocation', { kind: 'access_token', clientId: access.clientId, userId: access.userId })
+  }
+
+  /**
+   * RFC 7009 section 2.1: a confidential client's token is revoked only by that client, authenticated.
+   * A public client has no credential to show, so its tokens may be revoked by whoever holds them.
+   */
+  async #assertPublicIssuer(clientId: string): Promise<void> {
+    if (clientId.startsWith('pfa_')) return
+    const client = await this.#clients.forGrant(clientId)
+    if (client !== undefined && !client.isPublic) {
+      throw new ServiceError('invalid_client', 'this token was issued to a confidential client: revoke it with that client_id and its client_secret')
+    }
   }
 }

@@ -644,7 +644,11 @@ t.test("revocation - a confidential client's wrong secret is invalid_client; ano
   refused(t, await revoke({ token: confidentialTokens.access_token, client_id: confidential.client_id, client_secret: 'pfcs_wrong' }), 400, 'invalid_client', 'a wrong client_secret')
   refused(t, await revoke({ token: confidentialTokens.access_token, client_id: confidential.client_id }), 400, 'invalid_client', 'no client_secret for a confidential client')
   refused(t, await revoke({ token: confidentialTokens.access_token, client_id: 'pfc_nobody' }), 400, 'invalid_client', 'an unknown client_id')
+  refused(t, await revoke({ token: confidentialTokens.access_token }), 400, 'invalid_client', "no client_id for a confidential client's access token (RFC 7009 section 2.1)")
+  refused(t, await revoke({ token: confidentialTokens.refresh_token }), 400, 'invalid_client', "no client_id for a confidential client's refresh token")
   t.equal((await request(url, '/v1/printers', { headers: bearer(confidentialTokens.access_token) })).status, 200, 'a refused revocation changed nothing')
+  const stillRotates = await token({ grant_type: 'refresh_token', client_id: confidential.client_id, client_secret: confidential.client_secret!, refresh_token: confidentialTokens.refresh_token })
+  t.equal(stillRotates.status, 200, 'the refresh token too', { body: stillRotates.text })
 
   const a = await publicClient()
   const b = await publicClient()
