@@ -137,7 +137,7 @@ t.test("printer isolation - POST /v1/printer-config naming another organization'
 t.test("printer isolation - PATCH connection-status of another organization's printer is 404 and changes nothing", async (t) => {
   for (const [who, headers] of actingAsB) {
     for (const is_connected of [true, false]) {
-      notFound(t, await request(url, `/v1/printer-config/${printerA}/connection-status`, { method: 'PATCH', headers, body: { is_connected, last_heartbeat: new Date().toISOString(), status: 'FAILED' } }), `${who} is_connected ${is_connected}`)
+      notFound(t, await request(url, `/v1/printer-config/${printerA}/connection-status`, { method: 'PATCH', headers, body: { is_connected, last_heartbeat: new Date().toISOString(), status: 'FAILED', hostId: 'host-a', assignmentEpoch: 1 } }), `${who} is_connected ${is_connected}`)
     }
   }
   await unchanged(t)
