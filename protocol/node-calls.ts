@@ -29,7 +29,7 @@ const Uuid = Type.String({ format: 'uuid' })
 const HostId = Type.String({ minLength: 1, maxLength: 200 })
 
 /** The host and epoch a bridge's connection report names with a status word, checked like an event's. */
-export const ConnectionFenceSchema = Type.Object({ hostId: HostId, assignmentEpoch: Type.Integer({ minimum: 1 }) }, { additionalProperties: false })
+export const ConnectionFenceSchema = Type.Object({ hostId: HostId, assignmentEpoch: Type.Integer({ minimum: 1 }) }, strict)
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
 /** What a `void` call answers: MessagePack carries `undefined` in the answer frame as nil. */
 const Nothing = Type.Null()

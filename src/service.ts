@@ -130,7 +130,6 @@ export function allRoutes(): readonly Route<RouteSchemas, Services>[] {
 interface Core {
   readonly db: Database
   readonly metrics: MetricsRegistry
-  readonly stopProcessMetrics: () => void
   readonly state: NodeState
   readonly sealedBox: SealedBox
   readonly keyring: Keyring
@@ -149,12 +148,6 @@ interface Core {
   readonly hostBindings: HostBindings
 }
 
-/** The live feed with its relay to other nodes (when Redis is configured). */
-interface Live {
-  readonly feed: LiveFeed
-  readonly relay: RedisRelay | undefined
-}
-
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
   const began = performance.now()
   const logger = options.logger ?? createLogger(config.logLevel)
@@ -170,7 +163,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache, oauthTokens)
     const live = await startLive(config, logger, core, authenticate, sessions, parts)
     const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
-    const services = wireServices(config, logger, core, live.feed, { sessions, apiKeyCache, oauthTokens, routes })
+    const services = wireServices(config, logger, core, live, { sessions, apiKeyCache, oauthTokens, routes })
     parts.add(() => services.apiKeyUsage.close())
     const http = await startHttpServer({
       host: config.host,
@@ -183,7 +176,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       routes,
       services,
       authenticate,
-      attach: (app) => live.feed.attach(app),
+      attach: (app) => live.attach(app),
       onApiKeyUse: (use) =>
         services.apiKeyUsage.record({
           apiKeyId: use.keyId,
@@ -257,7 +250,7 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   parts.add(() => queue.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
-  return { db, metrics, stopProcessMetrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, queue, hostBindings }
+  return { db, metrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, queue, hostBindings }
 }
 
 /** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
@@ -297,7 +290,8 @@ async function startCluster(
 /** Jobs the live `queue` topic shows (the head of the queue; GET /v1/queue pages through all). */
 const liveQueueLength = 100
 
-async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<Live> {
+/** The live feed, with its relay to other nodes when Redis is configured. */
+async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<LiveFeed> {
   const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, queue: (organizationId) => queueHead(core.db.sql, organizationId, core.queue.settings, core.clock.now(), liveQueueLength), checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
   // Display frames come from the node that runs the display's actor (relayed to the others below).
@@ -312,7 +306,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   feed.onLocalChange(queueFollows)
   feed.onLocalRemoval((removal) => core.queue.printerRemoved(removal.printerId))
   core.queue.onPassed((organizationId) => feed.queueChanged(organizationId))
-  if (config.redisUrl === undefined) return { feed, relay: undefined }
+  if (config.redisUrl === undefined) return feed
   let relay: RedisRelay
   try {
     relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, feed.hub, logger, core.metrics)
@@ -334,7 +328,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   relay.onQueueWake((organizationId) => core.queue.wakeFromPeer(organizationId))
   core.queue.onPassed((organizationId) => relay.publishQueueChanged(organizationId))
   relay.onQueueChanged((organizationId) => feed.queueChanged(organizationId))
-  return { feed, relay }
+  return feed
 }
 
 /** What route handlers are given (pure construction: nothing here starts or connects). */
@@ -435,9 +429,9 @@ async function createFirstAdmin(db: Database, config: Config, logger: Logger): P
 /**
  * Graceful stop: the same teardown as a failed start, every part in the reverse order of its start,
  * which is the order that loses nothing. The HTTP server drains first (a batch answered is a batch
- * flushed), then the live feed, the queue and job sweeps, the display and printer actors (their
- * last flush), the shards' leases (released only after that last write, so the next owner hydrates
- * after it), the broker, the cluster and, last, the store.
+ * flushed), then the live feed and its relay, the queue and job sweeps, the displays and the broker,
+ * the printer actors (their last flush), the shards' leases (released only after that last write,
+ * so the next owner hydrates after it), the cluster and, last, the store.
  */
 async function stopNode(logger: Logger, state: NodeState, http: HttpServer, parts: StartedParts): Promise<void> {
   state.accepting = false

@@ -7,10 +7,11 @@
  *
  * A key is paired when a pairing code was exchanged for it (its own
  * `paired_at`, set in the exchange's transaction and kept with the key, so
- * the pairing code's row can be swept without unbinding it). Binding is first-writer-wins in the store (`coalesce`), so two
- * nodes binding the same key at once agree on one host. Once known, a key's
- * binding never changes, so each node remembers it: the hot path of event
- * ingestion pays one query per key per process, not per batch.
+ * the pairing code's row can be swept without unbinding it). Binding is
+ * first-writer-wins in the store (`coalesce`), so two nodes binding the
+ * same key at once agree on one host. Once known, a key's binding never
+ * changes, so each node remembers it: the hot path of event ingestion pays
+ * one query per key per process, not per batch.
  */
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'

@@ -28,6 +28,7 @@ import type { Services } from '../services.js'
 import { holdsScope, organizationOf } from '../auth/principal.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { maxProbeMs, probePort, probeTcp } from '../printers/reachability.js'
+import type { ConnectionFence } from '../../actors/printer-actor.js'
 
 export const listPrinterConfigRoute = defineRoute({
   method: 'GET',
@@ -179,7 +180,7 @@ export const connectionStatusRoute = defineRoute({
     // RFC 3339 allows a leap second (…:60) that JavaScript dates cannot represent.
     if (Number.isNaN(at)) throw new ServiceError('validation_failed', 'body.last_heartbeat is not a time this service can represent (a leap second?)')
     const { status, hostId, assignmentEpoch } = req.body
-    let fence: { hostId: string; assignmentEpoch: number } | undefined
+    let fence: ConnectionFence | undefined
     // A status word can start or end the printer's job: only the bridge of its current assignment may send one (docs/printers-and-events.md).
     if (status !== undefined) {
       if (hostId === undefined || assignmentEpoch === undefined) {
