@@ -213,6 +213,7 @@ try {
     model: 'Bambu Lab P1S',
     nozzleDiameter: 0.4,
     lastUsedAt: null,
+    status: 'WAITING',
     slots: p.slots.map((s) => ({ position: s.position, type: s.materialType, color: s.color, materialId: null, remainingG: null })),
   }))
   const sample = queueJobs.slice(0, Math.max(1, Math.floor(200_000 / printerCount)))

@@ -327,7 +327,7 @@ export const errorCodes = {
   printer_not_eligible: {
     status: 409,
     description:
-      'The printer cannot take this job now. The body lists the reasons (codes such as printer_offline, printer_not_ready, printer_busy, host_unassigned, printer_disabled, printer_maintenance, printer_model_mismatch, nozzle_mismatch, material_missing, material_insufficient); fix them and assign again.',
+      'The printer cannot take this job now. Only a printer whose status is WAITING, IDLE or COMPLETE takes a job; the body gives its status and lists the reasons (codes such as printer_error, printer_offline, printer_state_unknown, printer_not_ready, printer_busy, host_unassigned, printer_disabled, printer_maintenance, printer_model_mismatch, nozzle_mismatch, material_missing, material_insufficient); fix them and assign again.',
   },
   job_not_dispatchable: {
     status: 409,

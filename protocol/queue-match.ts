@@ -5,7 +5,9 @@
  *
  * Decisions (documented in docs/queue.md):
  * - A printer can take a job when it is eligible (enabled, online, not in
- *   maintenance, ready, nothing running or offered, a host assigned) and
+ *   maintenance, ready, nothing running or offered, a host assigned, and a
+ *   status of WAITING, IDLE or COMPLETE: a jammed, erroring or unheard
+ *   printer gets no new job) and
  *   compatible: the file's printer model (when both are known, compared
  *   case-insensitively, spaces and punctuation ignored), the nozzle diameter
  *   (when both are known), and per required filament a loaded slot of the
@@ -24,10 +26,13 @@
  *   keeps that printer reserved and waits (`stagger_wait`).
  */
 import { deltaE2000, labOfHex } from './colour-difference.js'
+import type { DisplayStatus } from './display-status.js'
 
 export const reasonCodes = [
   'printer_disabled',
   'printer_offline',
+  'printer_error',
+  'printer_state_unknown',
   'printer_busy',
   'printer_not_ready',
   'printer_maintenance',
@@ -107,6 +112,8 @@ export interface QueuePrinter {
   /** When it was last given a job (ms); null = never. */
   lastUsedAt: number | null
   slots: readonly QueueSlot[]
+  /** Its display status from its own reports (protocol/display-status.ts). */
+  status: DisplayStatus
 }
 
 export interface MatchOptions {
@@ -123,6 +130,10 @@ export function eligibilityReasons(p: QueuePrinter): Reason[] {
   if (!p.enabled) add('printer_disabled', 'the printer is disabled (PATCH /v1/printer-config/{id} {enabled: true})')
   if (p.hostId === null) add('host_unassigned', 'no bridge host is assigned to the printer')
   if (!p.online) add('printer_offline', 'the printer is offline (its bridge is not reporting)')
+  else if (p.status === 'OFFLINE') add('printer_offline', 'the printer says it is offline (its bridge reports, but the printer is disconnected from it)')
+  if (p.status === 'ERROR') add('printer_error', 'the printer reports an error: clear it at the printer (or acknowledge it, POST /v1/printers/{id}/error/acknowledge) before it takes a job')
+  else if (p.status === 'FILAMENT_RUNOUT') add('printer_error', 'the printer ran out of filament: load filament and clear the runout at the printer')
+  else if (p.status === 'UNKNOWN') add('printer_state_unknown', 'nothing has been heard from the printer yet: its state is unknown')
   if (p.maintenance) add('printer_maintenance', 'the printer is in maintenance')
   if (!p.ready) {
     add('printer_not_ready', p.readySource === 'operator_override' ? 'an operator holds the printer out of the queue' : "the printer's last job has not been verified (PATCH /v1/printers/{id}/ready)")
@@ -130,6 +141,7 @@ export function eligibilityReasons(p: QueuePrinter): Reason[] {
   if (p.liveTaskState === 'unconfirmed') add('start_unconfirmed', "the printer's claimed task never confirmed its start: say it started or requeue its job")
   else if (p.liveTaskState !== null) add('printer_busy', `the printer's task is ${p.liveTaskState} (one job at a time)`)
   else if (p.runningJob !== null) add('printer_busy', `the printer is ${p.runningJob.state} job ${p.runningJob.jobId}`)
+  else if (p.status === 'RUNNING' || p.status === 'PAUSED') add('printer_busy', `the printer reports it is ${p.status === 'RUNNING' ? 'printing' : 'paused'}`)
   return reasons
 }
 
@@ -536,6 +548,8 @@ export function reasonCounts(reasons: readonly Reason[]): Partial<Record<ReasonC
 const phrases: Record<ReasonCode, string> = {
   printer_disabled: 'disabled',
   printer_offline: 'offline',
+  printer_error: 'in error or out of filament',
+  printer_state_unknown: 'of unknown state',
   printer_busy: 'busy',
   printer_not_ready: 'not ready (plate not verified or held)',
   printer_maintenance: 'in maintenance',

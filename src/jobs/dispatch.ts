@@ -23,8 +23,8 @@ import type { ClaimTaskBody, PrintJob, PrinterTask } from '../../protocol/schema
 import type { Counter } from '../metrics.js'
 import { lockJob } from './job-store.js'
 import { jobOf, taskOf, type JobRow, type TaskRow } from './job-records.js'
-import { eligibilityReasons, slotMapping, type PrinterFacts } from './eligibility.js'
-import { Matcher } from '../../protocol/queue-match.js'
+import { slotMapping, type LoadedSlot } from './slot-mapping.js'
+import { Matcher, eligibilityReasons } from '../../protocol/queue-match.js'
 import { queueJobById, queuePrinterOf, queuePrinterRows } from '../queue/queue-facts.js'
 
 export interface DispatchOptions {
@@ -101,18 +101,20 @@ export class Dispatcher {
       const next = nextJobStatus(job.status, { type: 'DISPATCH' })
       if (next === undefined) throw new ServiceError('job_not_dispatchable', `job ${jobId} is ${job.status}; only a queued job can be assigned`)
       const printer = await lockPrinter(tx, organizationId, printerId)
-      const reasons = eligibilityReasons(printer)
+      // The queue's own facts and rules (protocol/queue-match.ts): a hand assignment may not send a job where the queue would not.
+      const [facts] = await queuePrinterRows(tx, organizationId, { ids: [printerId] })
+      const queuePrinter = queuePrinterOf(facts!, now.getTime())
+      const reasons = eligibilityReasons(queuePrinter)
       if (reasons.length > 0) {
-        throw new ServiceError('printer_not_eligible', `printer ${printerId} cannot take a job now: ${reasons.map((r) => r.detail).join('; ')}`, { extra: { reasons } })
+        const status = reasons.some((r) => r.code === 'printer_error' || r.code === 'printer_state_unknown' || r.code === 'printer_busy') ? ` (status ${queuePrinter.status})` : ''
+        throw new ServiceError('printer_not_eligible', `printer ${printerId} cannot take a job now${status}: ${reasons.map((r) => r.detail).join('; ')}`, { extra: { reasons, printer_status: queuePrinter.status } })
       }
       const [file] = await tx<{ id: string; project_filaments: unknown[]; final_name: string; file_size: string; sha256: string }[]>`
         select id, project_filaments, final_name, file_size, sha256 from files where id = ${job.model_file_id} and deleted_at is null and purged_at is null`
       if (file === undefined) throw new ServiceError('file_not_printable', `job ${jobId}'s file is deleted or gone: restore it or create the job from another file`)
       // The queue's own checks (model, nozzle, loaded materials), and its slot mapping. A printer that reports no slot
       // at all (no filament system, no spool recorded) is the operator's call: its materials are not checked.
-      const [facts] = await queuePrinterRows(tx, organizationId, { ids: [printerId] })
       const queueJob = await queueJobById(tx, organizationId, jobId)
-      const queuePrinter = queuePrinterOf(facts!)
       // Grams are the operator's call too (a spool's record may lag what is on it): only type and colour are checked.
       const checked = { ...queueJob!, enableAms: queueJob!.enableAms && queuePrinter.slots.length > 0, required: queueJob!.required.map((r) => ({ ...r, used_g: null })) }
       const matcher = new Matcher({ colorTolerance: this.#options.colorTolerance })
@@ -330,12 +332,10 @@ export class Dispatcher {
   }
 }
 
-async function lockPrinter(tx: TransactionSql, organizationId: string, printerId: string): Promise<PrinterFacts & { host_id: string | null; assignment_epoch: number }> {
-  const [printer] = await tx<(PrinterFacts & { host_id: string | null; assignment_epoch: number })[]>`
-    select p.id, p.enabled, p.host_id, p.assignment_epoch, p.ready, p.ready_source, p.model, p.capabilities,
-      coalesce(s.online, false) as online, coalesce((s.state->>'maintenance')::boolean, false) as maintenance,
-      s.state->'job' as job, coalesce(s.state->'ams', '[]'::jsonb) as ams,
-      (select state from printer_tasks t where t.printer_id = p.id and t.state in ('offered', 'claimed', 'unconfirmed', 'started') limit 1) as live_task_state
+/** Locks the printer (a hand assignment's second lock, after the job's) and reads where it reports from and what it holds. */
+async function lockPrinter(tx: TransactionSql, organizationId: string, printerId: string): Promise<{ host_id: string | null; assignment_epoch: number; ams: LoadedSlot[] }> {
+  const [printer] = await tx<{ host_id: string | null; assignment_epoch: number; ams: LoadedSlot[] }[]>`
+    select p.host_id, p.assignment_epoch, coalesce(s.state->'ams', '[]'::jsonb) as ams
     from printers p left join printer_state s on s.printer_id = p.id
     where p.id = ${printerId} and p.organization_id = ${organizationId}
     for update of p`

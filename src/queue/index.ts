@@ -86,7 +86,7 @@ export function createQueueNode(config: Config, db: Database, dispatcher: Dispat
       for (const listener of passed) listener(organizationId, { offered: 0, queued: 0, ms: performance.now() - started })
       return { empty: true, wakeInMs: null }
     }
-    const [printers, stagger] = await Promise.all([queuePrinters(db.sql, organizationId), staggerOf(db.sql, organizationId, settings, now)])
+    const [printers, stagger] = await Promise.all([queuePrinters(db.sql, organizationId, now), staggerOf(db.sql, organizationId, settings, now)])
     const planner = new Planner(printers, { colorTolerance: settings.colorTolerance, startsAvailable: stagger.startsAvailable })
     let queued = 0
     const jobs = new Map<number, QueueJob>()

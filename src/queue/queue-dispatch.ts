@@ -2,9 +2,12 @@
  * The queue's dispatch: the pairs a plan chose become printer tasks in one
  * transaction, the same facts a hand assignment makes (task offered, job
  * dispatching), written in bulk:
- * - the printers are read again in the transaction and each pair checked
- *   again (eligible, and compatible with what is loaded now); a pair that no
- *   longer holds is left for the next pass;
+ * - the jobs, then the printers, are locked (in id order, the hand
+ *   assignment's order: job, then printer) and read again, and each pair
+ *   checked again (eligible, and compatible with what is loaded now); a pair
+ *   that no longer holds is left for the next pass. The printer lock orders
+ *   the pass after an operator's hold or a disable committed meanwhile, so
+ *   the offer never ignores one;
  * - a job moves to dispatching only if it is still queued (a conditional
  *   update: a job cancelled meanwhile is skipped, and the update's row locks
  *   order this transaction after any writer of the job);
@@ -44,14 +47,15 @@ export async function dispatchPlanned(sql: Sql, organizationId: string, planned:
   if (dispatching === undefined) throw new TypeError('the print job lifecycle no longer dispatches a queued job')
   return await sql.begin(async (tx) => {
     await checkFence(tx, options.fence)
-    const printers = new Map((await queuePrinterRows(tx, organizationId, { ids: planned.map((p) => p.printerId) })).map((row) => [row.id, row]))
+    await tx`select id from print_jobs where id = any(${planned.map((p) => p.job.id)}::int8[]) and organization_id = ${organizationId} order by id for update`
+    const printers = new Map((await queuePrinterRows(tx, organizationId, { ids: planned.map((p) => p.printerId), lock: true })).map((row) => [row.id, row]))
     const matcher = new Matcher(options)
     const pairs: { taskId: string; job: QueueJob; printerId: string; hostId: string; epoch: number; mapping: number[] }[] = []
     const used = new Set<string>()
     for (const { job, printerId } of planned) {
       const row = printers.get(printerId)
       if (row === undefined || used.has(printerId) || !job.autoAssign) continue
-      const printer = queuePrinterOf(row)
+      const printer = queuePrinterOf(row, now.getTime())
       if (eligibilityReasons(printer).length > 0) continue
       const fit = matcher.fit(job, printer)
       if (fit === undefined) continue

@@ -7,6 +7,7 @@
  */
 import type { Sql, TransactionSql } from 'postgres'
 import type { QueueJob, QueuePrinter, QueueSlot, RequiredFilament } from '../../protocol/queue-match.js'
+import { statusOfRow } from '../printers/read-model.js'
 
 export interface WaitingJobRow {
   id: string | number
@@ -83,6 +84,8 @@ export interface QueuePrinterRow {
   ams: { position: number; materialType?: string | null; color?: string | null; materialId?: string | null }[] | null
   live_task_state: string | null
   last_assigned_at: Date | null
+  /** The part of the printer's state its display status is read from (statusOf). */
+  status_state: Record<string, unknown> | null
   spools: { slot: number; remaining_g: number; material_id: string; type: string; color_hex: string | null }[] | null
 }
 
@@ -91,16 +94,16 @@ export interface QueuePrinterRow {
  * Three plain reads (printers with their state, the live tasks, the loaded spools) merged
  * here: a correlated subquery per printer costs more than the rest of a pass on a big farm.
  */
-export async function queuePrinterRows(sql: Sql | TransactionSql, organizationId: string, only?: { ids: readonly string[] }): Promise<QueuePrinterRow[]> {
+export async function queuePrinterRows(sql: Sql | TransactionSql, organizationId: string, only?: { ids: readonly string[]; lock?: boolean }): Promise<QueuePrinterRow[]> {
   const some = only === undefined ? undefined : (only.ids as string[])
   const [printers, tasks, spools] = await Promise.all([
     sql<Omit<QueuePrinterRow, 'live_task_state' | 'spools'>[]>`
       select p.id, p.enabled, p.host_id, p.assignment_epoch, p.ready, p.ready_source, p.model, p.capabilities, p.last_assigned_at,
         coalesce(s.online, false) as online, coalesce((s.state->>'maintenance')::boolean, false) as maintenance,
-        s.state->'job' as job, s.state->'ams' as ams
+        s.state->'job' as job, s.state->'ams' as ams, ${statusState(sql)} as status_state
       from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} ${some === undefined ? sql`` : sql`and p.id = any(${some}::uuid[])`}
-      order by p.id`,
+      order by p.id ${only?.lock === true ? sql`for update of p` : sql``}`,
     sql<{ printer_id: string; state: string }[]>`
       select printer_id, state from printer_tasks
       where organization_id = ${organizationId} and state in ('offered', 'claimed', 'unconfirmed', 'started') ${some === undefined ? sql`` : sql`and printer_id = any(${some}::uuid[])`}`,
@@ -119,11 +122,29 @@ export async function queuePrinterRows(sql: Sql | TransactionSql, organizationId
   return printers.map((p) => ({ ...p, live_task_state: taskOf.get(p.id) ?? null, spools: spoolsOf.get(p.id) ?? null }))
 }
 
-export async function queuePrinters(sql: Sql | TransactionSql, organizationId: string): Promise<QueuePrinter[]> {
-  return (await queuePrinterRows(sql, organizationId)).map(queuePrinterOf)
+/**
+ * The fields of a printer_state row (alias `s`) that its display status is read from, without
+ * the temperatures and slots a status does not need.
+ */
+export const statusState = (sql: Sql | TransactionSql) => sql`
+  case when s.state is null then null else jsonb_build_object('lastSeenAt', s.state->'lastSeenAt', 'phase', s.state->'phase', 'job', s.state->'job',
+    'error', s.state->'error', 'errors', s.state->'errors', 'filamentRunout', s.state->'filamentRunout', 'maintenance', s.state->'maintenance') end`
+
+/**
+ * A printer's display status as eligibility reads it (WAITING, IDLE and COMPLETE may take a job).
+ * `now` only tells COMPLETE from WAITING and a recent cancel (IDLE) from WAITING, all eligible.
+ */
+export function statusOf(row: Pick<QueuePrinterRow, 'status_state' | 'online'>, now: number): QueuePrinter['status'] {
+  // A key whose value is JSON null is absent for the read model (normalizeState fills it).
+  const state = row.status_state === null ? null : Object.fromEntries(Object.entries(row.status_state).filter(([, v]) => v !== null))
+  return statusOfRow({ state: state as never, online: row.online }, now)
 }
 
-export function queuePrinterOf(row: QueuePrinterRow): QueuePrinter {
+export async function queuePrinters(sql: Sql | TransactionSql, organizationId: string, now: number): Promise<QueuePrinter[]> {
+  return (await queuePrinterRows(sql, organizationId)).map((row) => queuePrinterOf(row, now))
+}
+
+export function queuePrinterOf(row: QueuePrinterRow, now: number): QueuePrinter {
   const nozzle = row.capabilities?.['nozzle_diameter']
   return {
     id: row.id,
@@ -139,6 +160,7 @@ export function queuePrinterOf(row: QueuePrinterRow): QueuePrinter {
     nozzleDiameter: typeof nozzle === 'number' && Number.isFinite(nozzle) ? nozzle : null,
     lastUsedAt: row.last_assigned_at === null ? null : row.last_assigned_at.getTime(),
     slots: slotsOf(row.ams ?? [], row.spools ?? []),
+    status: statusOf(row, now),
   }
 }
 

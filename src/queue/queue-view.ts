@@ -51,7 +51,7 @@ async function placeAll(sql: Sql | TransactionSql, organizationId: string, setti
       where j.organization_id = ${organizationId} and j.status = 'dispatching'
       order by j.updated_at, j.id`,
     queuedJobs(sql, organizationId),
-    queuePrinters(sql, organizationId),
+    queuePrinters(sql, organizationId, now),
     staggerOf(sql, organizationId, settings, now),
   ])
   let explained: ReadonlySet<number>

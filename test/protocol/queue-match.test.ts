@@ -43,6 +43,7 @@ const printer = (over: Partial<QueuePrinter> = {}): QueuePrinter => ({
   nozzleDiameter: 0.4,
   lastUsedAt: null,
   slots: [],
+  status: 'WAITING',
   ...over,
 })
 
@@ -108,6 +109,17 @@ const eligibilityRows: EligibilityRow[] = [
   { name: 'a live task and a running job: busy once, for the task', printer: { liveTaskState: 'started', runningJob: { jobId: 9, state: 'printing' } }, codes: ['printer_busy'], detail: /task is started/ },
   { name: 'an unconfirmed task and a running job: the unconfirmed start only', printer: { liveTaskState: 'unconfirmed', runningJob: { jobId: 9, state: 'printing' } }, codes: ['start_unconfirmed'] },
   { name: 'offline and in maintenance', printer: { online: false, maintenance: true }, codes: ['printer_offline', 'printer_maintenance'] },
+  { name: 'idle (heating, or a cancelled print on the plate): eligible', printer: { status: 'IDLE' }, codes: [] },
+  { name: 'complete (its last job just finished, verified): eligible', printer: { status: 'COMPLETE' }, codes: [] },
+  { name: 'reporting an error', printer: { status: 'ERROR' }, codes: ['printer_error'], detail: /reports an error.*error\/acknowledge/ },
+  { name: 'out of filament', printer: { status: 'FILAMENT_RUNOUT' }, codes: ['printer_error'], detail: /ran out of filament/ },
+  { name: 'its own word says offline while its bridge is online', printer: { status: 'OFFLINE' }, codes: ['printer_offline'], detail: /disconnected/ },
+  { name: 'offline by presence and by its word: offline once', printer: { online: false, status: 'OFFLINE' }, codes: ['printer_offline'] },
+  { name: 'never heard from', printer: { online: false, status: 'UNKNOWN' }, codes: ['printer_offline', 'printer_state_unknown'], detail: /offline/ },
+  { name: 'reports printing with no job the service knows of', printer: { status: 'RUNNING' }, codes: ['printer_busy'], detail: /^the printer reports it is printing$/ },
+  { name: 'reports paused', printer: { status: 'PAUSED' }, codes: ['printer_busy'], detail: /paused/ },
+  { name: 'printing a known job: busy once', printer: { status: 'RUNNING', runningJob: { jobId: 4, state: 'printing' } }, codes: ['printer_busy'], detail: /job 4/ },
+  { name: 'an error while held by an operator', printer: { status: 'ERROR', ready: false, readySource: 'operator_override' }, codes: ['printer_error', 'printer_not_ready'] },
   { name: 'disabled, held by an operator and printing', printer: { enabled: false, ready: false, readySource: 'operator_override', runningJob: { jobId: 3, state: 'printing' } }, codes: ['printer_disabled', 'printer_not_ready', 'printer_busy'] },
   {
     name: 'everything at once, in a fixed order',
@@ -617,6 +629,7 @@ function randomPrinter(r: Random, index: number): QueuePrinter {
     hostId: r.chance(0.94) ? 'host-a' : null,
     liveTaskState: r.chance(0.1) ? r.pick(['offered', 'claimed', 'unconfirmed', 'started']) : null,
     runningJob: r.chance(0.08) ? { jobId: 9000 + r.int(10), state: r.pick(['printing', 'paused']) } : null,
+    status: r.chance(0.8) ? r.pick(['WAITING', 'IDLE', 'COMPLETE']) : r.pick(['ERROR', 'FILAMENT_RUNOUT', 'OFFLINE', 'RUNNING', 'PAUSED', 'UNKNOWN']),
     model: r.chance(0.15) ? null : r.pick(models),
     nozzleDiameter: r.chance(0.15) ? null : r.pick(nozzles),
     lastUsedAt: r.chance(0.3) ? null : r.int(5) * 1000,
@@ -676,7 +689,7 @@ function siblingOf(r: Random, job: QueueJob, id: number): QueueJob {
 // An independent reading of the rules (docs in the module header), to check plans against.
 const oracle = {
   eligible: (p: QueuePrinter): boolean =>
-    p.enabled && p.online && !p.maintenance && p.ready && p.hostId !== null && p.liveTaskState === null && p.runningJob === null,
+    p.enabled && p.online && !p.maintenance && p.ready && p.hostId !== null && p.liveTaskState === null && p.runningJob === null && ['WAITING', 'IDLE', 'COMPLETE'].includes(p.status),
   modelKey: (m: string): string => m.toLowerCase().replace(/[^a-z0-9]/g, ''),
   // Equal once normalized, either side blank, or one the other's tail (a vendor prefix left out: "P1S" = "Bambu Lab P1S").
   modelOk: (j: QueueJob, p: QueuePrinter): boolean => {

@@ -134,7 +134,7 @@ t.test('dispatch - an ineligible printer is refused with every reason', async (t
   const created = await createJob()
   const res = await assign(created.id, printer)
   t.equal(res.status, 409)
-  t.same(res.json.reasons.map((r: any) => r.code).sort(), ['printer_disabled', 'printer_offline'])
+  t.same(res.json.reasons.map((r: any) => r.code).sort(), ['printer_disabled', 'printer_offline', 'printer_state_unknown'])
   t.equal((await job(created.id)).status, 'queued', 'nothing changed')
 })
 

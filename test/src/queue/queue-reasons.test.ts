@@ -96,8 +96,63 @@ t.test('printer_offline - a printer that never reported is offline; its first he
   const loaded = await request(svc.url, `/v1/printers/${printer}/filaments/assign`, { method: 'POST', headers: org.admin, body: { slots: [{ position: 0, materialType: 'PLA', color: 'FFFFFFFF' }] } })
   t.equal(loaded.status, 200, 'the loaded filament is recorded', { body: loaded.text })
   const jobId = await createJob(org)
-  await waitsWith(t, org, jobId, printer, ['printer_offline'])
+  await waitsWith(t, org, jobId, printer, ['printer_offline', 'printer_state_unknown'])
   await send(org, printer, 'heartbeat')
+  await dispatchedTo(t, org, jobId, printer)
+})
+
+/** An OctoPrint printer that reported its AMS and then this state (text and flags, as OctoPrint's push message `current` has them). */
+async function octoprintSaying(org: Org, text: string, flags: Record<string, boolean>): Promise<string> {
+  const printer = await onlinePrinter(org, { printer_type: 'octoprint' })
+  await send(org, printer, 'status', { current: { state: { text, flags } } })
+  return printer
+}
+const operational = { operational: true, ready: true, error: false, printing: false, closedOrError: false }
+
+t.test('printer_error - an OctoPrint printer saying Error gets no job, nor by hand (409 naming ERROR); its next healthy report lets the job go', async (t) => {
+  const org = await openOrg('error')
+  const printer = await octoprintSaying(org, 'Error', { operational: false, error: true, closedOrError: true, ready: false, printing: false })
+  const jobId = await createJob(org)
+  await waitsWith(t, org, jobId, printer, ['printer_error'])
+  const byHand = await request(svc.url, `/v1/print-jobs/${jobId}/assign`, { method: 'POST', headers: org.admin, body: { printer_id: printer } })
+  t.equal(byHand.status, 409, 'a hand assignment to the erroring printer is refused')
+  t.match(byHand.json, { error: 'printer_not_eligible', printer_status: 'ERROR', reasons: [{ printer_id: printer, code: 'printer_error' }] })
+  t.match(byHand.json.message, /status ERROR/, 'the message names the status')
+  t.equal((await getJob(org, jobId)).status, 'queued', 'the job is still queued')
+  t.same(await hostTasks(org), [], 'nothing was offered to the host')
+  await send(org, printer, 'status', { current: { state: { text: 'Operational', flags: operational } } })
+  await dispatchedTo(t, org, jobId, printer)
+})
+
+t.test('printer_error - an acknowledged error no longer holds the printer back', async (t) => {
+  const org = await openOrg('acked')
+  const printer = await octoprintSaying(org, 'Error', { operational: false, error: true, closedOrError: true, ready: false, printing: false })
+  const jobId = await createJob(org)
+  await waitsWith(t, org, jobId, printer, ['printer_error'])
+  const acknowledged = await request(svc.url, `/v1/printers/${printer}/error/acknowledge`, { method: 'POST', headers: org.admin, body: {} })
+  t.equal(acknowledged.status, 200, 'the operator acknowledges the error', { body: acknowledged.text })
+  await dispatchedTo(t, org, jobId, printer)
+})
+
+t.test('printer_error - a printer out of filament gets no job until the runout clears', async (t) => {
+  const org = await openOrg('runout')
+  const printer = await onlinePrinter(org)
+  await send(org, printer, 'printer:filamentStateChanged', { runout: true })
+  const jobId = await createJob(org)
+  await waitsWith(t, org, jobId, printer, ['printer_error'])
+  const byHand = await request(svc.url, `/v1/print-jobs/${jobId}/assign`, { method: 'POST', headers: org.admin, body: { printer_id: printer } })
+  t.match(byHand, { status: 409, json: { error: 'printer_not_eligible', printer_status: 'FILAMENT_RUNOUT' } }, 'nor by hand')
+  await send(org, printer, 'printer:filamentStateChanged', { runout: false })
+  await dispatchedTo(t, org, jobId, printer)
+})
+
+t.test('printer_offline - an OctoPrint printer saying Offline (its bridge online) gets no job; connected again, it takes the job', async (t) => {
+  const org = await openOrg('wordoffline')
+  const printer = await octoprintSaying(org, 'Offline', { operational: false, error: false, closedOrError: true, ready: false, printing: false })
+  const jobId = await createJob(org)
+  const entry = await waitsWith(t, org, jobId, printer, ['printer_offline'])
+  t.match(entry?.match.reasons.find((r: any) => r.printer_id === printer)?.detail, /disconnected/, 'the detail says the printer, not the bridge, is offline')
+  await send(org, printer, 'status', { current: { state: { text: 'Operational', flags: operational } } })
   await dispatchedTo(t, org, jobId, printer)
 })
 
@@ -208,10 +263,10 @@ t.test('host_unassigned - a printer on no host is named (with offline: no bridge
   const loaded = await request(svc.url, `/v1/printers/${printer}/filaments/assign`, { method: 'POST', headers: org.admin, body: { slots: [{ position: 0, materialType: 'PLA', color: 'FFFFFFFF' }] } })
   t.equal(loaded.status, 200, 'the loaded filament is recorded', { body: loaded.text })
   const jobId = await createJob(org)
-  await waitsWith(t, org, jobId, printer, ['host_unassigned', 'printer_offline'])
+  await waitsWith(t, org, jobId, printer, ['host_unassigned', 'printer_offline', 'printer_state_unknown'])
   const moved = await request(svc.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: org.admin, body: { hostId: org.hostId } })
   t.equal(moved.status, 200, 'the printer is given a host', { body: moved.text })
-  await waitsWith(t, org, jobId, printer, ['printer_offline'])
+  await waitsWith(t, org, jobId, printer, ['printer_offline', 'printer_state_unknown'])
   // The bridge of the new host reports it, at the epoch the assignment gave it.
   await send(org, printer, 'heartbeat', {}, moved.json.assignment_epoch ?? moved.json.assignmentEpoch)
   await dispatchedTo(t, org, jobId, printer)
