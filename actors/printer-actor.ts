@@ -192,8 +192,9 @@ export class PrinterActor {
     const jobIdOf = new Map<IncomingEvent, number>()
     const taskStarts = apply.filter((e) => e.type === 'job:start' && dataOf(e)['printerTaskId'] !== undefined)
     if (taskStarts.length > 0) {
-      const links = await this.#linkTaskStarts(taskStarts, context.assignmentEpoch)
       const openJob = loaded.printer.getSnapshot().context.job
+      const reportJob = openJob !== null && openJob.endedAt === null && openJob.openedByReport === true && openJob.jobId > 0 ? openJob.jobId : undefined
+      const links = await this.#linkTaskStarts(taskStarts, context.assignmentEpoch, reportJob)
       for (const e of taskStarts) {
         const link = links.get(e)!
         let refusal: { reason: RefusalReason; message: string } | undefined
@@ -397,7 +398,7 @@ export class PrinterActor {
   }
 
   /** Links each job:start to its task; a printerTaskId that is no uuid names no task. */
-  async #linkTaskStarts(events: readonly IncomingEvent[], assignmentEpoch: number): Promise<Map<IncomingEvent, TaskStartLink>> {
+  async #linkTaskStarts(events: readonly IncomingEvent[], assignmentEpoch: number, reportJobId: number | undefined): Promise<Map<IncomingEvent, TaskStartLink>> {
     const result = new Map<IncomingEvent, TaskStartLink>()
     const requests: TaskStartRequest[] = []
     for (const e of events) {
@@ -413,7 +414,7 @@ export class PrinterActor {
         result.set(e, { outcome: 'mismatch', jobId: null })
         continue
       }
-      requests.push({ taskId: taskId.toLowerCase(), assignmentEpoch, claimGeneration: typeof generation === 'string' ? generation.toLowerCase() : undefined, jobId: namedJob })
+      requests.push({ taskId: taskId.toLowerCase(), assignmentEpoch, claimGeneration: typeof generation === 'string' ? generation.toLowerCase() : undefined, jobId: namedJob, reportJobId })
     }
     const links = requests.length === 0 ? new Map<string, TaskStartLink>() : await this.#options.persistence.linkTaskStarts(this.printerId, requests)
     for (const e of events) if (!result.has(e)) result.set(e, links.get(String(dataOf(e)['printerTaskId']).toLowerCase()) ?? { outcome: 'unknown', jobId: null })

@@ -104,6 +104,11 @@ export interface TaskStartRequest {
   claimGeneration?: string | undefined
   /** The job:start's jobId, when it names one: it must be the task's job. */
   jobId?: number | undefined
+  /**
+   * The stored job a printer report opened for this print before the start arrived: linked,
+   * the task's job takes it over (its events move to the task's job; the report's job is deleted).
+   */
+  reportJobId?: number | undefined
 }
 
 export interface PrinterPersistence {

@@ -15,7 +15,9 @@
  *   word clears it, and so does an explicit "no error" (Bambu print_error 0)
  *   while the standing word is healthy. An operator may acknowledge it.
  * - A report saying the printer prints (or is paused) with no open job opens
- *   one; a job:start that follows adopts it instead of opening a second.
+ *   one; a job:start that follows adopts it instead of opening a second (a
+ *   job:start of a printer task keeps its task's job id: the report's job
+ *   becomes that job).
  *   finished / cancelled words end the open job; an error word ends it as
  *   failed. A print that resumes after an error report (the same file) goes
  *   on as the same job, so a printer's attention stop makes no ghost job.
@@ -312,9 +314,20 @@ function startJob(c: PrinterContext, event: BridgeEvent, name: string | null): v
   const job = c.job
   c.error = null
   c.acknowledgedError = null
-  // A report saw the print before the bridge's job:start: the start adopts that job.
+  // A report saw the print before the bridge's job:start: the start adopts that job. When the
+  // start names its task's job (event.jobId), that job is the printer's from now on and takes the
+  // report's over: its progress here, its events (those of this transition here; those stored
+  // before, where the task's start was linked, src/jobs/task-links.ts), and the report's job is no
+  // job of its own (a placeholder of this transition is never stored).
   if (isOpen(job) && job.openedByReport === true) {
-    c.job = { ...job, name: name ?? job.name, openedByReport: false }
+    const taskJob = event.jobId !== undefined && event.jobId !== job.jobId ? event.jobId : job.jobId
+    if (taskJob !== job.jobId) {
+      const at = c.changedJobs.findIndex((j) => j.jobId === job.jobId)
+      if (at >= 0) c.changedJobs.splice(at, 1)
+      for (let i = 0; i < c.eventJobs.length; i++) if (c.eventJobs[i] === job.jobId) c.eventJobs[i] = taskJob
+      if (c.filamentJobId === job.jobId) c.filamentJobId = taskJob
+    }
+    c.job = { ...job, jobId: taskJob, name: name ?? job.name, openedByReport: false }
     return
   }
   if (running(job)) recordJobChange(c.changedJobs, { ...job!, state: 'failed', endedAt: event.timestamp })

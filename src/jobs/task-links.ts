@@ -9,7 +9,7 @@
  * tasks keeps (src/jobs/dispatch.ts), so two writers never wait on each other
  * in a circle.
  */
-import type { Sql } from 'postgres'
+import type { Sql, TransactionSql } from 'postgres'
 import { nextJobStatus } from '../../machines/print-job.js'
 import type { TaskStartLink, TaskStartRequest } from '../../actors/printer-persistence.js'
 import type { JobStatus, TaskState } from '../../protocol/schemas/print-jobs.js'
@@ -40,6 +40,24 @@ async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest): Pr
     if (next === undefined) return { outcome: 'fenced', jobId }
     await tx`update printer_tasks set state = 'started', started_at = now(), updated_at = now() where id = ${start.taskId}`
     await tx`update print_jobs set status = ${next}, printer_id = ${printerId}, updated_at = now() where id = ${jobId}`
+    if (start.reportJobId !== undefined && start.reportJobId !== jobId) await adoptReportJob(tx, printerId, start.reportJobId, jobId)
     return { outcome: 'linked', jobId }
   })
+}
+
+/**
+ * The print a printer report saw before the bridge's job:start is the task's job: the events
+ * stored under the report's job move to it, and the report's job (opened by the service, with
+ * no task and nothing deducted) is deleted, so the print is one job, tracked to its end. The
+ * printer's actor makes the same change to its state when it applies the start
+ * (machines/printer-state.ts). Only the events since that job was created are looked at.
+ */
+async function adoptReportJob(tx: TransactionSql, printerId: string, reportJobId: number, jobId: number): Promise<void> {
+  const [report] = await tx<{ created_at: Date }[]>`
+    delete from print_jobs where id = ${reportJobId} and printer_id = ${printerId} and printer_task_id is null and source <> 'api'
+    returning created_at`
+  if (report === undefined) return
+  await tx`
+    update printer_events set job_id = ${jobId}
+    where printer_id = ${printerId} and job_id = ${reportJobId} and received_at >= ${report.created_at}::timestamptz - interval '1 minute'`
 }

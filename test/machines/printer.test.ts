@@ -199,14 +199,15 @@ t.test('batches - a batch leaves the same state as its events sent one by one, a
   const { changedJobs: _c, eventJobs: _d, ...expected } = oneByOne.context
   t.same(state, expected)
   t.same(batched.value, oneByOne.value)
-  // The report opens job -1, job:start adopts it, FAILED ends it; RUNNING again opens -2 (a new
-  // placeholder: -1 is taken in this transition), which fails; job:start opens 8, paused.
-  t.same(batched.context.eventJobs, [-1, null, -1, null, null, null, -2, -2, -2, 8, 8, null])
+  // The report opens job -1, job:start of job 7 takes it over (the report's event is 7's), FAILED
+  // ends it; RUNNING again opens -1 (free again: the first placeholder was never listed), which
+  // fails; job:start opens 8, paused.
+  t.same(batched.context.eventJobs, [7, null, 7, null, null, null, -1, -1, -1, 8, 8, null])
   t.same(
     batched.context.changedJobs.map((j) => [j.jobId, j.state]),
     [
+      [7, 'failed'],
       [-1, 'failed'],
-      [-2, 'failed'],
       [8, 'paused'],
     ],
   )
@@ -256,4 +257,29 @@ t.test('filaments - an assignment sets slot material and vendor; a later AMS rep
   t.match(snap.context.ams[0], { materialId: 'm-1', vendor: 'Acme', remaining: 80 })
   ;[snap] = transition(printerMachine, snap, ev('printer:amsUpdate', { slots: [{ position: 1, type: 'PETG' }] }))
   t.equal(snap.context.ams[0]?.materialId, undefined, 'another material was loaded: the assignment no longer holds')
+})
+
+t.test("jobs - a task's job:start after a printing report makes the task's job the printer's; the report's placeholder is never listed", async (t) => {
+  const [start] = initialTransition(printerMachine, { printerId: 'p1' })
+  const events = [
+    ev('status', { status: 'RUNNING', progress: 4 }, { timestamp: 10 }),
+    ev('job:start', { printerTaskId: 'task', jobId: 42, name: 'plate.3mf' }, { timestamp: 11, jobId: 42 }),
+    ev('status', { status: 'RUNNING', progress: 9 }, { timestamp: 12 }),
+  ] as Extract<PrinterMachineEvent, { data: unknown }>[]
+  const [after] = transition(printerMachine, start, { type: 'events', events })
+  t.match(after.context.job, { jobId: 42, name: 'plate.3mf', state: 'printing', startedAt: 10, progress: 9, openedByReport: false })
+  t.same(after.context.eventJobs, [42, 42, null], "the report that saw the print is the task's job's")
+  t.same(after.context.changedJobs.map((j) => j.jobId), [42], 'only the task\'s job is stored')
+  t.same(placeholderJobIds(after.context), [], 'no id to reserve')
+})
+
+t.test("jobs - a stored job a report opened is taken over by the task's job:start, with its progress and start time", async (t) => {
+  const opened = apply([ev('status', { status: 'RUNNING', progress: 4 }, { timestamp: 10 })])
+  const stored = { ...opened.context, job: { ...opened.context.job!, jobId: 7 } }
+  const [start] = initialTransition(printerMachine, { ...stored, printerId: 'p1' })
+  const [after] = transition(printerMachine, start, ev('job:start', { printerTaskId: 'task', jobId: 42 }, { timestamp: 11, jobId: 42 }))
+  t.match(after.context.job, { jobId: 42, state: 'printing', startedAt: 10, progress: 4 })
+  t.same(after.context.changedJobs.map((j) => [j.jobId, j.state]), [[42, 'printing']], 'the report\'s job 7 is not closed as failed: it became job 42')
+  const [plain] = transition(printerMachine, start, ev('job:start', { name: 'by hand' }, { timestamp: 11 }))
+  t.match(plain.context.job, { jobId: 7, name: 'by hand' }, 'a start without a task adopts the report\'s job under its own id')
 })
