@@ -416,7 +416,7 @@ export class PrinterActor {
       }
       requests.push({ taskId: taskId.toLowerCase(), assignmentEpoch, claimGeneration: typeof generation === 'string' ? generation.toLowerCase() : undefined, jobId: namedJob, reportJobId })
     }
-    const links = requests.length === 0 ? new Map<string, TaskStartLink>() : await this.#options.persistence.linkTaskStarts(this.printerId, requests)
+    const links = requests.length === 0 ? new Map<string, TaskStartLink>() : await this.#options.persistence.linkTaskStarts(this.printerId, requests, this.#options.fencingToken())
     for (const e of events) if (!result.has(e)) result.set(e, links.get(String(dataOf(e)['printerTaskId']).toLowerCase()) ?? { outcome: 'unknown', jobId: null })
     return result
   }

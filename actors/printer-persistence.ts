@@ -132,7 +132,8 @@ export interface PrinterPersistence {
    * Starts the printer's tasks named by job:start events, each in its own transaction (task →
    * started, job → printing), once: a task that started already answers `already`.
    */
-  linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>>
+  /** Fenced by the shard token the actor holds (ShardUnavailable when another node has raised it). */
+  linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[], fencingToken: number): Promise<Map<string, TaskStartLink>>
   /** Printers still marked online that nobody has heard from since `before`, other than the live ones and those `owns` rejects: marked offline. */
   markSilentOffline(before: Date, liveIds: readonly string[], owns?: (printerId: string) => boolean): Promise<string[]>
 }

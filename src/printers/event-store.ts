@@ -220,8 +220,8 @@ export class PgPrinterPersistence implements PrinterPersistence {
     }
   }
 
-  async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[]): Promise<Map<string, TaskStartLink>> {
-    const links = await linkTaskStarts(this.#db.sql, printerId, starts)
+  async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[], fencingToken: number): Promise<Map<string, TaskStartLink>> {
+    const links = await linkTaskStarts(this.#db.sql, printerId, starts, fencingToken)
     for (const link of links.values()) if (link.outcome === 'linked') this.#options.taskStarts?.inc({ event: 'started' })
     return links
   }

@@ -11,7 +11,9 @@ import { ShardUnavailable, shardOf } from '../../../actors/shard-directory.js'
 import type { PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
 import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
 import { checkFence, fencedIdleTimeoutMs } from '../../../src/storage/fencing.js'
+import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
+import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { until } from '../../helpers/displays.js'
 import { metricValue, request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -135,4 +137,35 @@ t.test('fencing - a node whose shard was taken behind its back (a Redis failover
   const [after] = await sql<{ token: string; owner: string }[]>`select token, owner from shard_tokens where shard = ${shard}`
   t.ok(Number(after!.token) >= Number(before!.token) + 2, `taken again with a newer token (${before!.token} -> ${after!.token})`)
   t.not(after!.owner, 'usurper')
+})
+
+t.test("fencing - a task's start on a node whose shard was taken behind its back is refused (503) and starts nothing; the retry on the new owner starts it once", { skip: process.env['REDIS_URL'] === undefined ? 'needs REDIS_URL (the Redis directory)' : false }, async (t) => {
+  const svc = await startTestService(t, { SHARD_LEASE_MS: '2000' })
+  const sql = svc.services.db.sql
+  const farm = await openFarm(svc.url)
+  const key = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'bridge', scopes: [...bridgeScopes] } })
+  const bridge = { ...farm, bridge: { 'x-api-key': key.json.key as string } }
+  const printer = await addPrinter(farm, 'host-a', { enabled: true })
+  t.equal((await postBatch(bridge, batch(printer, [item(0, { type: 'heartbeat' })]))).status, 200)
+  const model = await createModel(svc.url, farm.admin)
+  const file = (await upload(svc.url, farm.admin, model, { name: 'plate.3mf', bytes: bambuThreeMf() })).json.id
+  const created = await request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: 'fenced start', model_file_id: file } })
+  const assigned = await request(svc.url, `/v1/print-jobs/${created.json.id}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })
+  t.equal(assigned.status, 200, assigned.text)
+  const taskId = assigned.json.task.id
+  t.equal((await request(svc.url, `/v1/printer-tasks/${taskId}/claim`, { method: 'POST', headers: bridge.bridge, body: { hostId: 'host-a', assignmentEpoch: 1 } })).status, 200)
+  await sql`update shard_tokens set token = token + 1, owner = 'usurper' where shard = ${shardOf(printer)}`
+
+  const start = (attempt: number) => postBatch(bridge, batch(printer, [item(1, { type: 'job:start', data: { jobId: created.json.id, printerTaskId: taskId }, eventId: 'start-1', deliveryAttempt: attempt })]))
+  const refused = await start(1)
+  t.equal(refused.status, 503, refused.text)
+  const [task] = await sql<{ state: string }[]>`select state from printer_tasks where id = ${taskId}`
+  t.equal(task?.state, 'claimed', 'the task did not start')
+  const [job] = await sql<{ status: string }[]>`select status from print_jobs where id = ${created.json.id}`
+  t.equal(job?.status, 'dispatching', 'the job did not start')
+
+  await until(async () => (await start(2)).status === 200, 'the retry to be accepted', 20_000)
+  const [after] = await sql<{ state: string }[]>`select state from printer_tasks where id = ${taskId}`
+  t.equal(after?.state, 'started', 'the retry on the owner started the task')
+  t.equal((await sql`select 1 from printer_events where printer_id = ${printer} and event_id = 'start-1'`).length, 1, 'the start is stored once')
 })
