@@ -482,7 +482,12 @@ export const errorCodes = {
   },
   api_key_host_mismatch: {
     status: 403,
-    description: 'This paired bridge key speaks for another host: a paired key is bound to the first hostId it uses. Pair the other bridge separately.',
+    description:
+      "This paired bridge key speaks for another host: a paired key is bound to the first hostId it uses, and acts only on that host's printers and their jobs. Pair the other bridge separately.",
+  },
+  operator_only: {
+    status: 403,
+    description: "An operator's decision (the ready gate's verdict, confirming that a print started): a paired bridge key cannot make it. Use a member's sign-in or an API key an admin created.",
   },
   MQTT_DISPLAY_NOT_CONFIGURED: {
     status: 503,

@@ -12,6 +12,14 @@
  * same key at once agree on one host. Once known, a key's binding never
  * changes, so each node remembers it: the hot path of event ingestion pays
  * one query per key per process, not per batch.
+ *
+ * A paired key acts only on its own host's printers (least privilege: a
+ * bridge key copied off one host reaches no other): its printer-affecting
+ * writes, and the printers' own credentials it reads, are limited to
+ * printers whose host is the key's bound host (`checkPrinter`, `checkJob`);
+ * a paired key not yet bound has no printers. The ready gate's verdict and
+ * an operator's start confirmation are an operator's, never a bridge key's
+ * (`refuseBridgeKey`: 403 operator_only).
  */
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
@@ -20,10 +28,15 @@ import type { Principal } from '../http/route.js'
 /** Keys remembered per node; past this the memory starts again (one query per key again). */
 const rememberedKeys = 10_000
 
+/** What a principal is as a bridge: not a paired key (undefined), or a paired key and the host it is bound to (null: none yet). */
+export type BridgeBinding = undefined | { host: string | null }
+
 export class HostBindings {
   readonly #sql: Sql
   /** keyId → the host it is bound to; null for a key that is not paired. */
   readonly #known = new Map<string, string | null>()
+  /** keyId → false for a key an admin created (never paired; a key is paired only at its creation). */
+  readonly #paired = new Map<string, boolean>()
 
   constructor(sql: Sql) {
     this.#sql = sql
@@ -45,5 +58,60 @@ export class HostBindings {
     if (bound !== null && bound !== hostId) {
       throw new ServiceError('api_key_host_mismatch', `this paired bridge key speaks for host ${JSON.stringify(bound)}, not ${JSON.stringify(hostId.slice(0, 200))}; pair the other bridge separately`)
     }
+  }
+
+  /** Whether the principal is a paired bridge key, and the host it is bound to. */
+  async bindingOf(principal: Principal): Promise<BridgeBinding> {
+    if (principal.kind !== 'api_key') return undefined
+    const bound = this.#known.get(principal.keyId)
+    if (bound !== undefined && bound !== null) return { host: bound }
+    if (this.#paired.get(principal.keyId) === false) return undefined
+    const [row] = await this.#sql<{ paired: boolean; bound_host_id: string | null }[]>`
+      select paired_at is not null as paired, bound_host_id from api_keys where id = ${principal.keyId}`
+    if (row === undefined || !row.paired) {
+      if (this.#paired.size >= rememberedKeys) this.#paired.clear()
+      this.#paired.set(principal.keyId, false)
+      return undefined
+    }
+    if (row.bound_host_id !== null) {
+      if (this.#known.size >= rememberedKeys) this.#known.clear()
+      this.#known.set(principal.keyId, row.bound_host_id)
+    }
+    return { host: row.bound_host_id }
+  }
+
+  /** Refuses a paired key acting on a printer that is not on its bound host (a printer of another organization is the route's own 404). */
+  async checkPrinter(principal: Principal, organizationId: string, printerId: string): Promise<void> {
+    const binding = await this.bindingOf(principal)
+    if (binding === undefined) return
+    const [printer] = await this.#sql<{ host_id: string | null }[]>`select host_id from printers where id = ${printerId} and organization_id = ${organizationId}`
+    if (printer === undefined) return
+    refuseOtherHost(binding, printer.host_id, `printer ${printerId}`)
+  }
+
+  /** Refuses a paired key changing a job that is not on a printer of its bound host (a job on no printer is no bridge's). */
+  async checkJob(principal: Principal, organizationId: string, jobId: number): Promise<void> {
+    const binding = await this.bindingOf(principal)
+    if (binding === undefined) return
+    const [job] = await this.#sql<{ host_id: string | null; printer_id: string | null }[]>`
+      select p.host_id, j.printer_id from print_jobs j left join printers p on p.id = j.printer_id where j.id = ${jobId} and j.organization_id = ${organizationId}`
+    if (job === undefined) return
+    if (job.printer_id === null) throw new ServiceError('api_key_host_mismatch', `job ${jobId} is on no printer; a paired bridge key changes only jobs on its own host's printers`)
+    refuseOtherHost(binding, job.host_id, `job ${jobId}'s printer`)
+  }
+
+  /** Refuses a paired bridge key: `what` is an operator's decision. */
+  async refuseBridgeKey(principal: Principal, what: string): Promise<void> {
+    if ((await this.bindingOf(principal)) === undefined) return
+    throw new ServiceError('operator_only', `${what} is an operator's decision: a paired bridge key cannot make it; use a member's sign-in or an API key an admin created`)
+  }
+}
+
+function refuseOtherHost(binding: { host: string | null }, printerHost: string | null, what: string): void {
+  if (binding.host === null) {
+    throw new ServiceError('api_key_host_mismatch', `this paired bridge key has not spoken for a host yet (its first poll or event binds it), so it acts on no printer`)
+  }
+  if (printerHost !== binding.host) {
+    throw new ServiceError('api_key_host_mismatch', `${what} is not on host ${JSON.stringify(binding.host)}, the host this paired bridge key speaks for`)
   }
 }

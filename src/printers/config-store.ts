@@ -4,6 +4,7 @@
  * the printer's organization and id as context, so a sealed value copied to
  * another printer does not open.
  */
+import type { BridgeBinding } from '../auth/host-binding.js'
 import { randomUUID } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { PrinterConfig, UpdatePrinterConfigBody, UpsertPrinterConfigBody } from '../../protocol/schemas/printers.js'
@@ -71,6 +72,10 @@ export interface PrinterAccess {
   readonly credentials: boolean
   /** Giving a printer a host or enabling it: a change of the fleet. */
   readonly fleet: boolean
+  /** A paired bridge key: credentials only of printers on this host (null: none). */
+  readonly onlyHost?: string | null | undefined
+  /** A paired bridge key and its host: it changes only printers on that host (src/auth/host-binding.ts). */
+  readonly binding?: BridgeBinding
 }
 
 export class PrinterConfigStore {
@@ -84,7 +89,7 @@ export class PrinterConfigStore {
     this.#logger = logger
   }
 
-  async list(organizationId: string, filters: ListFilters, access: Pick<PrinterAccess, 'credentials'>): Promise<PrinterConfig[]> {
+  async list(organizationId: string, filters: ListFilters, access: Pick<PrinterAccess, 'credentials' | 'onlyHost'>): Promise<PrinterConfig[]> {
     const sql = this.#db.sql
     const rows = await sql<Row[]>`
       select * from printers
@@ -96,18 +101,18 @@ export class PrinterConfigStore {
         ${filters.enabled_only ? sql`and enabled` : sql``}
         ${filters.include_incomplete ? sql`` : sql`and serial_number is not null and (access_token_sealed is not null or api_key_sealed is not null)`}
       order by created_at, id`
-    return rows.map((r) => this.#toApi(r, access.credentials))
+    return rows.map((r) => this.#toApi(r, showsCredentials(access, r)))
   }
 
   /** Another organization's printer is "not found", exactly like a missing one. */
-  async get(organizationId: string, id: string, access: Pick<PrinterAccess, 'credentials'>): Promise<PrinterConfig> {
+  async get(organizationId: string, id: string, access: Pick<PrinterAccess, 'credentials' | 'onlyHost'>): Promise<PrinterConfig> {
     const [row] = await this.#db.sql<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${id}`
     if (row === undefined) throw new ServiceError('printer_not_found', 'no such printer in this organization')
-    return this.#toApi(row, access.credentials)
+    return this.#toApi(row, showsCredentials(access, row))
   }
 
   /** Upsert (by id, else serial number, else create); one retry when a concurrent create took the serial first. */
-  async upsert(organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<{ id: string; updated: boolean }> {
+  async upsert(organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet' | 'binding'>): Promise<{ id: string; updated: boolean }> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#db.sql.begin((tx) => this.#upsertIn(tx, organizationId, body, access))
@@ -160,7 +165,7 @@ export class PrinterConfigStore {
     })
   }
 
-  async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet'>): Promise<{ id: string; updated: boolean }> {
+  async #upsertIn(tx: Queryable, organizationId: string, body: UpsertPrinterConfigBody, access: Pick<PrinterAccess, 'fleet' | 'binding'>): Promise<{ id: string; updated: boolean }> {
     let existing: Row | undefined
     if (body.id !== undefined) {
       ;[existing] = await tx<Row[]>`select * from printers where organization_id = ${organizationId} and id = ${body.id} for update`
@@ -170,6 +175,10 @@ export class PrinterConfigStore {
     }
     // Checked against the row under its lock, so the answer cannot depend on a concurrent change.
     if (!access.fleet) guardFleet(existing, body)
+    // A paired bridge reports new printers, and changes only its own host's (a serial number is no proof of whose printer it is).
+    if (existing !== undefined && access.binding !== undefined && (access.binding.host === null || existing.host_id !== access.binding.host)) {
+      throw new ServiceError('api_key_host_mismatch', `printer ${existing.id} is not on the host this paired bridge key speaks for; a paired key changes only its own host's printers`)
+    }
     // #write sets configuration columns only: id and host_id in the body never reach it.
     const hostId = body.host_id
     if (existing === undefined) {
@@ -246,6 +255,10 @@ export class PrinterConfigStore {
  * not put one into service: no host for a printer that has none or another, no enabling of a
  * disabled or new one. Re-sending what is already so is not a change and passes.
  */
+function showsCredentials(access: Pick<PrinterAccess, 'credentials' | 'onlyHost'>, row: Pick<Row, 'host_id'>): boolean {
+  return access.credentials && (access.onlyHost === undefined || (access.onlyHost !== null && row.host_id === access.onlyHost))
+}
+
 function guardFleet(existing: Pick<Row, 'host_id' | 'enabled'> | undefined, body: { host_id?: string | undefined; enabled?: boolean | undefined }): void {
   if (body.host_id !== undefined && body.host_id !== existing?.host_id) {
     throw new ServiceError('insufficient_scope', 'giving a printer a host needs the scope fleet:write (or an organization admin); leave host_id out to report the printer')

@@ -94,9 +94,10 @@ export const changePrintJobStatusRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
   schemas: { params: PrintJobParams, body: PrintJobStatusBody },
   responses: { 200: { description: 'The job as stored now.', schema: PrintJobSchema } },
-  errors: ['print_job_not_found', 'job_transition_invalid'],
+  errors: ['print_job_not_found', 'job_transition_invalid', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
+    await svc.hostBindings.checkJob(req.principal, organizationId, Number(req.params.id))
     const change = await svc.jobs.store.changeStatus(organizationId, Number(req.params.id), req.body, new Date(svc.clock.now()))
     if (change.task !== null) svc.jobs.dispatcher.notify(organizationId, change.task.hostId, change.task.id)
     svc.queue.wake(organizationId)
@@ -113,9 +114,10 @@ export const deletePrintJobRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
   schemas: { params: PrintJobParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
-  errors: ['print_job_not_found', 'job_in_progress'],
+  errors: ['print_job_not_found', 'job_in_progress', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationOf(req.principal)
+    await svc.hostBindings.checkJob(req.principal, organizationId, Number(req.params.id))
     await svc.jobs.store.delete(organizationId, Number(req.params.id))
     svc.queue.wake(organizationId)
     return { body: { success: true } }
@@ -129,16 +131,17 @@ export const assignPrintJobRoute = defineRoute({
   summary: "Offer a queued job to a printer by hand: a printer task for the printer's bridge to claim.",
   description:
     'The printer must be eligible (enabled, online, not in maintenance, ready: its last job verified, nothing running or offered on it, a host ' +
-    'assigned) and compatible as the queue sees it (printer model, nozzle, and, when the printer reports its slots or has spools recorded, each ' +
+    'assigned, and a status of WAITING, IDLE or COMPLETE: not ERROR, FILAMENT_RUNOUT, OFFLINE, RUNNING, PAUSED or UNKNOWN) and compatible as the queue sees it (printer model, nozzle, and, when the printer reports its slots or has spools recorded, each ' +
     "required material loaded within the colour tolerance; grams are the operator's call); otherwise 409 printer_not_eligible lists the reasons. The task is offered for TASK_OFFER_TTL_S; unclaimed, it expires and the job is queued again. " +
     'The same assignment repeated while its task is offered or claimed answers the same job and task (a retry after a lost answer).',
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:write', admin: true },
   schemas: { params: PrintJobParams, body: AssignPrintJobBody },
   responses: { 200: { description: 'The job (dispatching) and its task (offered).', schema: AssignmentSchema } },
-  errors: ['print_job_not_found', 'printer_not_found', 'job_not_dispatchable', 'printer_not_eligible', 'file_not_printable'],
+  errors: ['print_job_not_found', 'printer_not_found', 'job_not_dispatchable', 'printer_not_eligible', 'file_not_printable', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
+    await svc.hostBindings.checkPrinter(req.principal, organizationId, req.body.printer_id)
     return { body: await svc.jobs.dispatcher.assign(organizationId, Number(req.params.id), req.body.printer_id, new Date(svc.clock.now())) }
   },
 })

@@ -23,7 +23,7 @@ import {
   UpsertPrinterConfigBody,
   UpsertResultSchema,
 } from '../../protocol/schemas/printers.js'
-import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
+import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import { holdsScope, organizationOf } from '../auth/principal.js'
 import { ServiceError } from '../../protocol/errors.js'
@@ -39,13 +39,13 @@ export const listPrinterConfigRoute = defineRoute({
     'Filters are exact matches. Printers without a serial number or any credential are left out unless include_incomplete=true. ' +
     '`host_id` and `assignment_epoch` tell a bridge which printers are its own and the epoch to send with their events. ' +
     'The printers\' own credentials (access_token, api_key) are shown only to organization admins and to API keys with printers:write ' +
-    '(a paired bridge\'s key, which connects to the printers); for everyone else they are null and credentials_redacted is true.',
+    '(a paired bridge\'s key, which connects to the printers: only those of printers on its own host); for everyone else they are null and credentials_redacted is true.',
   tags: ['printers'],
   auth: { kind: 'organization', scope: 'printers:read' },
   schemas: { query: PrinterConfigListQuery },
   responses: { 200: { description: 'Printers.', schema: PrinterConfigListSchema } },
   handler: async (req, svc: Services) => ({
-    body: { printers: await svc.printerConfig.list(organizationOf(req.principal), req.query, { credentials: holdsScope(req.principal, 'printers:write') }) },
+    body: { printers: await svc.printerConfig.list(organizationOf(req.principal), req.query, await credentialAccess(req.principal, svc)) },
   }),
 })
 
@@ -64,10 +64,10 @@ export const upsertPrinterConfigRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { body: UpsertPrinterConfigBody },
   responses: { 200: { description: '`updated` is false when the printer was created.', schema: UpsertResultSchema } },
-  errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken'],
+  errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationOf(req.principal)
-    const { id, updated } = await svc.printerConfig.upsert(organizationId, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
+    const { id, updated } = await svc.printerConfig.upsert(organizationId, req.body, { fleet: holdsScope(req.principal, 'fleet:write'), binding: await svc.hostBindings.bindingOf(req.principal) })
     await configChanged(svc, organizationId, id)
     return { body: { id, success: true, updated } }
   },
@@ -84,7 +84,7 @@ export const getPrinterConfigRoute = defineRoute({
   responses: { 200: { description: 'The printer.', schema: PrinterConfigOneSchema } },
   errors: ['printer_not_found'],
   handler: async (req, svc: Services) => ({
-    body: { printer: await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: holdsScope(req.principal, 'printers:write') }) },
+    body: { printer: await svc.printerConfig.get(organizationOf(req.principal), req.params.id, await credentialAccess(req.principal, svc)) },
   }),
 })
 
@@ -98,9 +98,10 @@ export const updatePrinterConfigRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: UpdatePrinterConfigBody },
   responses: { 200: { description: 'Changed.', schema: SuccessSchema } },
-  errors: ['printer_not_found', 'serial_number_taken'],
+  errors: ['printer_not_found', 'serial_number_taken', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationOf(req.principal)
+    await svc.hostBindings.checkPrinter(req.principal, organizationId, req.params.id)
     await svc.printerConfig.update(organizationId, req.params.id, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
     await configChanged(svc, organizationId, req.params.id)
     return { body: { success: true } }
@@ -180,6 +181,7 @@ export const connectionStatusRoute = defineRoute({
     // RFC 3339 allows a leap second (…:60) that JavaScript dates cannot represent.
     if (Number.isNaN(at)) throw new ServiceError('validation_failed', 'body.last_heartbeat is not a time this service can represent (a leap second?)')
     const { status, hostId, assignmentEpoch } = req.body
+    await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     let fence: ConnectionFence | undefined
     // A status word can start or end the printer's job: only the bridge of its current assignment may send one (docs/printers-and-events.md).
     if (status !== undefined) {
@@ -208,8 +210,9 @@ export const testConnectionRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The outcome.', schema: TestConnectionResultSchema } },
-  errors: ['printer_not_found'],
+  errors: ['printer_not_found', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
+    await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: false })
     return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs)) }
   },
@@ -227,13 +230,14 @@ export const assignFilamentsRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: FilamentAssignBody },
   responses: { 200: { description: "The printer's slots now.", schema: FilamentAssignResultSchema } },
-  errors: ['printer_not_found', 'printer_owner_unavailable'],
+  errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const positions = new Set<number>()
     for (const [index, slot] of req.body.slots.entries()) {
       if (positions.has(slot.position)) throw new ServiceError('validation_failed', `body.slots[${index}].position repeats slot ${slot.position}`)
       positions.add(slot.position)
     }
+    await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const jobId = req.body.jobId ?? null
     const slots = await svc.printers.assignFilaments(req.params.id, organizationOf(req.principal), req.body.slots, jobId)
     return { body: { success: true, jobId, slots } }
@@ -252,12 +256,13 @@ export const maintenanceRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: MaintenanceBody },
   responses: { 200: { description: 'Set.', schema: MaintenanceResultSchema } },
-  errors: ['printer_not_found', 'printer_busy', 'printer_owner_unavailable'],
+  errors: ['printer_not_found', 'printer_busy', 'printer_owner_unavailable', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationOf(req.principal)
     if (req.body.organizationId !== undefined && req.body.organizationId !== organizationId) {
       throw new ServiceError('validation_failed', "body.organizationId names another organization than the request's (x-organization-id or your only one)")
     }
+    await svc.hostBindings.checkPrinter(req.principal, organizationId, req.params.id)
     await svc.printers.setMaintenance(req.params.id, organizationId, req.body.maintenance)
     return { body: { success: true, message: req.body.maintenance ? 'maintenance on' : 'maintenance off' } }
   },
@@ -275,3 +280,14 @@ export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
   assignFilamentsRoute,
   maintenanceRoute,
 ]
+
+/**
+ * The printers' own credentials go to admins and to keys with printers:write; a paired bridge key
+ * gets those of its own host's printers only (src/auth/host-binding.ts).
+ */
+async function credentialAccess(principal: Principal, svc: Services): Promise<{ credentials: boolean; onlyHost?: string | null }> {
+  const credentials = holdsScope(principal, 'printers:write')
+  if (!credentials) return { credentials }
+  const binding = await svc.hostBindings.bindingOf(principal)
+  return binding === undefined ? { credentials } : { credentials, onlyHost: binding.host }
+}

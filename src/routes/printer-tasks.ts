@@ -91,8 +91,9 @@ export const printerReadyRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: PrinterReadyBody },
   responses: { 200: { description: 'The printer and the job as stored now.', schema: PrinterReadySchema } },
-  errors: ['printer_not_found', 'print_job_not_found', 'job_not_awaiting_verification'],
+  errors: ['printer_not_found', 'print_job_not_found', 'job_not_awaiting_verification', 'operator_only'],
   handler: async (req, svc: Services) => {
+    await svc.hostBindings.refuseBridgeKey(req.principal, "The ready gate's verdict")
     const organizationId = organizationFor(req.principal, req.body)
     const answer = await answerReadyGate(svc.db.sql, organizationId, req.params.id, req.body, new Date(svc.clock.now()))
     // The printer's actor rereads its gate, and dashboards see it now.
@@ -113,8 +114,9 @@ export const operatorDeviceStartRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The job and its task now.', schema: OperatorStartSchema } },
-  errors: ['printer_not_found', 'no_task_to_start', 'job_already_started', 'job_transition_invalid'],
+  errors: ['printer_not_found', 'no_task_to_start', 'job_already_started', 'job_transition_invalid', 'operator_only'],
   handler: async (req, svc: Services) => {
+    await svc.hostBindings.refuseBridgeKey(req.principal, 'Confirming that a print started')
     const started = await svc.jobs.dispatcher.operatorStart(organizationOf(req.principal), req.params.id, new Date(svc.clock.now()))
     return { body: { success: true as const, ...started } }
   },

@@ -79,8 +79,9 @@ export const acknowledgeErrorRoute = defineRoute({
   emptyBodyAllowed: true,
   schemas: { params: PrinterParams, body: AcknowledgeErrorBody },
   responses: { 200: { description: 'Cleared (or nothing to clear); the printer now.', schema: AcknowledgeErrorResultSchema } },
-  errors: ['printer_not_found', 'printer_owner_unavailable'],
+  errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
+    await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const { acknowledged, view } = await svc.printers.acknowledgeError(req.params.id, organizationOf(req.principal))
     if (acknowledged !== null) svc.logger.info('printer error acknowledged', { printerId: req.params.id, code: acknowledged.code, note: req.body.note })
     return {
