@@ -27,7 +27,7 @@
  * Rows are locked job first, then spools (adjustments and spool changes lock
  * only spools), so no two writers wait on each other in a circle.
  */
-import type { Sql } from 'postgres'
+import type { Sql, TransactionSql } from 'postgres'
 import type { Clock } from '../../actors/clock.js'
 import type { PrinterChange } from '../../actors/printer-actor.js'
 import type { LedgerEntry } from '../../protocol/schemas/inventory.js'
@@ -122,42 +122,49 @@ export async function markUndispatched(sql: Sql, jobs: readonly { organizationId
 }
 
 async function deductInTransaction(sql: Sql, organizationId: string, jobId: number, now: Date): Promise<LedgerEntry[]> {
-  return sql.begin(async (tx) => {
-    const [job] = await tx<DeductionJobRow[]>`
-      select id, state, progress, required_materials, ended_at_ms, status, attempts, printer_task_id, inventory_deducted_attempt
-      from print_jobs where organization_id = ${organizationId} and id = ${jobId} for update`
-    if (job === undefined || job.ended_at_ms === null || !(endedStatuses as readonly string[]).includes(job.status)) return []
-    if (job.inventory_deducted_attempt === job.attempts) return []
-    const entries: LedgerEntry[] = []
-    const [task] =
-      job.printer_task_id === null
-        ? []
-        : await tx<{ printer_id: string; ams_mapping: unknown[] }[]>`
-            select printer_id, ams_mapping from printer_tasks where id = ${job.printer_task_id} and job_id = ${jobId} and state in ('finished', 'started')`
-    const draws = task === undefined ? [] : slotDraws(job.required_materials, Array.isArray(task.ams_mapping) ? task.ams_mapping : [], job.state, job.progress)
-    if (task !== undefined && draws.length > 0) {
-      const spools = await tx<{ id: string; slot: number; remaining_g: number }[]>`
-        select id, slot, remaining_g from spools
-        where organization_id = ${organizationId} and printer_id = ${task.printer_id} and slot = any(${draws.map((d) => d.slot)}::int[])
-        order by id for update`
-      for (const draw of draws) {
-        const spool = spools.find((s) => s.slot === draw.slot)
-        if (spool === undefined) continue
-        const written = await writeLedgerEntry(tx, {
-          organizationId,
-          spoolId: spool.id,
-          remaining: spool.remaining_g,
-          delta: -draw.grams,
-          reason: reasonOf(jobId, job.state, job.progress, draw.filaments),
-          job: { id: jobId, attempt: job.attempts },
-          now,
-        })
-        if (written !== undefined) entries.push(written.entry)
-      }
+  return sql.begin((tx) => deductJobRun(tx, organizationId, jobId, now))
+}
+
+/**
+ * Deducts the job's ended run inside the caller's transaction (which locks the job first, as every
+ * writer of jobs does): a requeue does this before the run's facts are cleared, so a deduction still
+ * pending when an operator requeues is not lost.
+ */
+export async function deductJobRun(tx: TransactionSql, organizationId: string, jobId: number, now: Date): Promise<LedgerEntry[]> {
+  const [job] = await tx<DeductionJobRow[]>`
+    select id, state, progress, required_materials, ended_at_ms, status, attempts, printer_task_id, inventory_deducted_attempt
+    from print_jobs where organization_id = ${organizationId} and id = ${jobId} for update`
+  if (job === undefined || job.ended_at_ms === null || !(endedStatuses as readonly string[]).includes(job.status)) return []
+  if (job.inventory_deducted_attempt === job.attempts) return []
+  const entries: LedgerEntry[] = []
+  const [task] =
+    job.printer_task_id === null
+      ? []
+      : await tx<{ printer_id: string; ams_mapping: unknown[] }[]>`
+          select printer_id, ams_mapping from printer_tasks where id = ${job.printer_task_id} and job_id = ${jobId} and state in ('finished', 'started')`
+  const draws = task === undefined ? [] : slotDraws(job.required_materials, Array.isArray(task.ams_mapping) ? task.ams_mapping : [], job.state, job.progress)
+  if (task !== undefined && draws.length > 0) {
+    const spools = await tx<{ id: string; slot: number; remaining_g: number }[]>`
+      select id, slot, remaining_g from spools
+      where organization_id = ${organizationId} and printer_id = ${task.printer_id} and slot = any(${draws.map((d) => d.slot)}::int[])
+      order by id for update`
+    for (const draw of draws) {
+      const spool = spools.find((s) => s.slot === draw.slot)
+      if (spool === undefined) continue
+      const written = await writeLedgerEntry(tx, {
+        organizationId,
+        spoolId: spool.id,
+        remaining: spool.remaining_g,
+        delta: -draw.grams,
+        reason: reasonOf(jobId, job.state, job.progress, draw.filaments),
+        job: { id: jobId, attempt: job.attempts },
+        now,
+      })
+      if (written !== undefined) entries.push(written.entry)
     }
-    await tx`update print_jobs set inventory_deducted_at = ${now}, inventory_deducted_attempt = ${job.attempts} where id = ${jobId}`
-    return entries
-  })
+  }
+  await tx`update print_jobs set inventory_deducted_at = ${now}, inventory_deducted_attempt = ${job.attempts} where id = ${jobId}`
+  return entries
 }
 
 /** Ended job runs not deducted yet, oldest first (the catch-up after a crash between a commit and its deduction). */

@@ -264,7 +264,11 @@ export class Dispatcher {
       if (live === undefined) throw new ServiceError('no_task_to_start', 'the printer has no offered, claimed or unconfirmed task')
       const job = await lockJob(tx, organizationId, Number(live.job_id))
       const [task] = await tx<TaskRow[]>`select * from printer_tasks where id = ${live.id} for update`
+      // Read again under the locks: the sweep, a cancel or the bridge's own start may have changed it since.
       if (task!.state === 'started') throw new ServiceError('job_already_started', `job ${job.id} has started already`)
+      if (task!.state !== 'offered' && task!.state !== 'claimed' && task!.state !== 'unconfirmed') {
+        throw new ServiceError('no_task_to_start', `the printer's task was ${task!.state} meanwhile; nothing to confirm`)
+      }
       const next = nextJobStatus(job.status, { type: 'START' })
       if (next === undefined) throw new ServiceError('job_transition_invalid', `job ${job.id} is ${job.status}; it cannot start`)
       const [startedTask] = await tx<TaskRow[]>`

@@ -8,6 +8,7 @@
  * Rows are locked job first, then printer, then task (the order of
  * src/jobs/dispatch.ts and src/jobs/task-links.ts).
  */
+import { deductJobRun } from '../inventory/deduction.js'
 import { randomUUID } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
 import { isActive, nextJobStatus, type PrintJobEvent } from '../../machines/print-job.js'
@@ -149,6 +150,8 @@ export class JobStore {
         }
       }
       const requeue = event.type === 'REQUEUE'
+      // The run that ended is charged before its task is let go (the deduction reads the task's slot mapping).
+      if (requeue) await deductJobRun(tx, organizationId, id, now)
       const [updated] = await tx<JobRow[]>`
         update print_jobs set status = ${next}, updated_at = ${now},
           failure_reason = ${requeue ? null : (body.reason ?? row.failure_reason)},

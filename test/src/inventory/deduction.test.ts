@@ -189,6 +189,8 @@ t.test('deduction - a failed job requeued under the same id prints again and is 
   const requeued = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
   t.equal(requeued.status, 200)
   t.same(await deductFinishedJob(sql, farm.orgId, jobId, new Date()), [], 'queued again: nothing to deduct while it waits')
+  // The printer reports itself idle again (healthy): the failure's error clears and it may take the job.
+  await send(printer, 'status', { status: 'IDLE' })
   await printing(printer, jobId)
   await send(printer, 'job:finish', { result: 'success' })
   await until(async () => (await ledger(white)).length === 2, 'the second run deducted', 30_000)
@@ -216,6 +218,29 @@ t.test('deduction - the sweep catches up on a job that ended without its deducti
   t.match(await ledger(white), [{ delta_g: -11.66, job_id: jobId }])
   t.equal(await remaining(white), 988.34)
   t.not(await marker(jobId), null)
+})
+
+t.test('deduction - a failed job requeued while its deduction is still pending is charged for the run that ended, once', async (t) => {
+  const printer = await printerWithSlots()
+  const white = await loadSpool(printer, 2)
+  const { jobId } = await printing(printer)
+  await send(printer, 'job:update', { progress: 50 })
+  await send(printer, 'job:finish', { result: 'failed' })
+  await deducted(jobId)
+  const verdict = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, event_type: 'operator:manual_verification:failed', failure_reason: 'spaghetti' } })
+  t.equal(verdict.status, 200)
+  // As if the deduction had not run yet (the node stopped after the commit that ended the run).
+  await sql.begin(async (tx) => {
+    await tx`delete from spool_ledger where job_id = ${jobId}`
+    await tx`update spools set remaining_g = initial_g where id = ${white}`
+    await tx`update print_jobs set inventory_deducted_at = null, inventory_deducted_attempt = null where id = ${jobId}`
+  })
+  const requeued = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
+  t.equal(requeued.status, 200, requeued.text)
+  t.equal(requeued.json.status, 'queued')
+  t.match(await ledger(white), [{ delta_g: -5.83, job_id: jobId }], 'the failed run is charged by the requeue')
+  t.equal(await remaining(white), 994.17)
+  t.same(await deductFinishedJob(sql, farm.orgId, jobId, new Date()), [], 'and not again')
 })
 
 t.test('deduction - no attempt failed along the way', async (t) => {
