@@ -152,7 +152,11 @@ export class Dispatcher {
     return { job: result.job, task: result.task }
   }
 
-  /** The host's offered and claimed tasks, and started ones while they carry commands (a restarted bridge resumes from this). */
+  /**
+   * The host's offered and claimed tasks, started ones while they carry commands (a restarted bridge
+   * resumes from this), and cancelled ones while their cancel stands (a claimed task cancelled: the
+   * printer may be printing it without the start having reached us).
+   */
   async hostTasks(organizationId: string, hostId: string): Promise<PrinterTask[]> {
     const rows = await this.#sql<TaskRow[]>`
       select t.*, f.final_name as file_name, f.file_size, f.sha256 as file_sha256, j.print_options
@@ -162,8 +166,9 @@ export class Dispatcher {
       left join files f on f.id = t.file_id
       where t.organization_id = ${organizationId} and p.host_id = ${hostId}
         and ((t.state in ('offered', 'claimed') and t.host_id = p.host_id and t.assignment_epoch = p.assignment_epoch)
-          -- A running print's commands go to whichever host has the printer now (it may have moved mid-print).
-          or (t.state = 'started' and t.commands <> '[]'::jsonb))
+          -- A running print's commands go to whichever host has the printer now (it may have moved mid-print);
+          -- so does the cancel of a claimed task that may have started unreported (cleared by the sweep).
+          or (t.state in ('started', 'cancelled') and t.commands <> '[]'::jsonb))
       order by t.offered_at, t.id`
     return rows.map(taskOf)
   }
@@ -323,6 +328,15 @@ export class Dispatcher {
       this.#options.metrics?.tasks.inc({ event: outcome.event })
       this.notify(candidate.organization_id, outcome.task.host_id, outcome.task.id)
     }
+    // A cancelled claim's cancel stands while the printer might be printing it: once its bridge has had an
+    // offer's time to poll and the printer shows no print under way, or after a day whatever it shows.
+    const grace = new Date(now.getTime() - this.#options.offerTtlSeconds * 1000)
+    const dayAgo = new Date(now.getTime() - 86_400_000)
+    await this.#sql`
+      update printer_tasks t set commands = '[]'::jsonb, updated_at = ${now}
+      from printers p left join printer_state s on s.printer_id = p.id
+      where p.id = t.printer_id and t.state = 'cancelled' and t.commands <> '[]'::jsonb
+        and (t.ended_at <= ${dayAgo} or (t.ended_at <= ${grace} and (coalesce(jsonb_typeof(s.state->'job'), 'null') = 'null' or s.state->'job'->>'endedAt' is not null)))`
     return changed
   }
 

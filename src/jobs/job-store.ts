@@ -146,6 +146,10 @@ export class JobStore {
           touched = { id: task.id, hostId: task.host_id }
         } else if (task.state === 'offered' || task.state === 'claimed' || task.state === 'unconfirmed') {
           await tx`update printer_tasks set state = 'cancelled', ended_at = ${now}, end_reason = ${event.type === 'CANCEL' ? 'job_cancelled' : 'requeued'}, updated_at = ${now} where id = ${task.id}`
+          // A claimed task may have started on the printer without the start reaching us (claimed: not yet
+          // reported; unconfirmed: never reported): its bridge is told to stop it, should it be printing.
+          // A requeue is the operator saying it did not start; an offer was never taken.
+          if (event.type === 'CANCEL' && task.state !== 'offered') await addCommand(tx, task.id, 'cancel', now)
           touched = { id: task.id, hostId: task.host_id }
         }
       }

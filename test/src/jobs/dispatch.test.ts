@@ -343,14 +343,48 @@ t.test('cancel and requeue - a cancelled dispatch fences its task; requeue needs
   const cancelled = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'cancelled', reason: 'wrong colour' } })
   t.equal(cancelled.status, 200)
   t.equal(cancelled.json.status, 'cancelled')
-  t.notOk((await poll()).some((task) => task.id === taskId), 'the cancelled task leaves the poll')
+  // The claim may have started on the printer without the start reaching the service: its bridge is told to stop it.
+  const standing = (await poll()).find((task) => task.id === taskId)
+  t.match(standing, { state: 'cancelled', commands: [{ kind: 'cancel', id: String }] }, 'the cancelled claim stays in the poll with a cancel command')
   const late = await send(printer, 'job:start', { jobId, printerTaskId: taskId })
   t.equal(late.json.events[0].reason, 'task_fenced')
   t.equal((await job(jobId)).status, 'cancelled')
+  await svc.services.jobs.dispatcher.sweep(new Date(Date.now() + 60_000))
+  t.ok((await poll()).some((task) => task.id === taskId), 'the cancel stands for an offer\'s time, for the bridge to poll')
+  await svc.services.jobs.dispatcher.sweep(new Date(Date.now() + 10 * 60_000))
+  t.notOk((await poll()).some((task) => task.id === taskId), 'then, the printer printing nothing, the cancelled task leaves the poll')
   const back = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
   t.match(back.json, { status: 'queued', printer_id: null, printer_task_id: null })
   t.equal((await request(svc.url, `/v1/print-jobs/${jobId}`, { method: 'DELETE', headers: farm.admin })).status, 200)
   t.equal((await request(svc.url, `/v1/print-jobs/${jobId}`, { headers: farm.admin })).status, 404)
+})
+
+t.test('cancel - a cancelled offer (never claimed, so never started) leaves the poll at once, with no command', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  t.ok((await poll()).some((task) => task.id === taskId), 'offered')
+  const cancelled = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'cancelled' } })
+  t.equal(cancelled.status, 200)
+  t.notOk((await poll()).some((task) => task.id === taskId), 'gone from the poll')
+})
+
+t.test('cancel - a claimed task that did start on the printer (its start unreported) is stopped by the cancel: the bridge finishes it cancelled', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  await claim(taskId)
+  // The printer prints (its own report says so) but the bridge's job:start has not reached the service.
+  await send(printer, 'status', { status: 'RUNNING' })
+  const cancelled = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'cancelled' } })
+  t.equal(cancelled.status, 200)
+  const standing = (await poll()).find((task) => task.id === taskId)
+  t.match(standing?.commands, [{ kind: 'cancel' }], 'the bridge is told to stop it')
+  await svc.services.jobs.dispatcher.sweep(new Date(Date.now() + 10 * 60_000))
+  t.ok((await poll()).some((task) => task.id === taskId), 'the cancel stands while the printer prints')
+  await send(printer, 'job:finish', { result: 'cancelled' })
+  const state = (await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer
+  t.equal(state.job.state, 'cancelled', "the printer's print ended, cancelled")
+  await svc.services.jobs.dispatcher.sweep(new Date(Date.now() + 10 * 60_000))
+  t.notOk((await poll()).some((task) => task.id === taskId), 'its effect seen, the cancel is cleared')
 })
 
 t.test('host move - the old assignment\'s claim is fenced: unconfirmed, out of the poll, refused to the old host', async (t) => {
