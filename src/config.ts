@@ -4,6 +4,8 @@
  * problem is reported at once, naming the variable and what it accepts, so a
  * bad deployment fails at boot rather than on the first request.
  */
+import { defaultPasswordCost } from './auth/passwords.js'
+import { trustedProxyProblems } from './http/client-address.js'
 import { isAbsolute, resolve } from 'node:path'
 import { logLevels, type LogLevel } from './log.js'
 import { StartupProblem } from './startup/problems.js'
@@ -29,6 +31,10 @@ export interface Config {
   logLevel: LogLevel
   /** '*' allows any origin; an empty list sends no CORS headers (same-origin only). */
   corsOrigins: '*' | readonly string[]
+  /** Reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client (src/http/client-address.ts). */
+  trustedProxies: readonly string[]
+  /** log2 of scrypt's N for new password hashes (src/auth/passwords.ts). */
+  passwordHashCost: number
   adminEmail: string | undefined
   adminPassword: string | undefined
   bodyLimitBytes: number
@@ -130,6 +136,8 @@ export const configVariables = [
   'PUBLIC_BASE_URL',
   'LOG_LEVEL',
   'CORS_ORIGINS',
+  'TRUSTED_PROXIES',
+  'PASSWORD_HASH_COST',
   'PRINTFARM_ADMIN_EMAIL',
   'PRINTFARM_ADMIN_PASSWORD',
   'BODY_LIMIT_BYTES',
@@ -232,6 +240,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if ((logLevels as readonly string[]).includes(logLevelRaw)) logLevel = logLevelRaw as LogLevel
   else problems.push(`LOG_LEVEL must be one of ${logLevels.join(', ')}, got '${logLevelRaw}'`)
 
+  const trustedProxies = (read('TRUSTED_PROXIES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)
+  problems.push(...trustedProxyProblems(trustedProxies))
+
   const corsRaw = read('CORS_ORIGINS')
   let corsOrigins: '*' | string[] = []
   if (corsRaw === '*') corsOrigins = '*'
@@ -294,6 +305,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     }
   }
 
+  const passwordHashCost = integer('PASSWORD_HASH_COST', defaultPasswordCost, 15, 20)
   const presenceTimeoutMs = integer('PRESENCE_TIMEOUT_MS', 90_000, 1_000, 86_400_000)
   const eventRetentionDays = integer('EVENT_RETENTION_DAYS', 30, 1, 3_650)
   const printerActorsMax = integer('PRINTER_ACTORS_MAX', 100_000, 100, 10_000_000)
@@ -328,6 +340,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     publicBaseUrl,
     logLevel,
     corsOrigins,
+    trustedProxies,
+    passwordHashCost,
     adminEmail,
     adminPassword,
     bodyLimitBytes,

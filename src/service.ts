@@ -10,6 +10,7 @@
  * admin is created only once the service is up, so a password printed is a
  * password that works. Each step is one function below.
  */
+import { setPasswordCost } from './auth/passwords.js'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -154,6 +155,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
   // Fail before creating anything when the server could not run anyway.
   assertNativeUws()
   await checkListenAddresses(config)
+  setPasswordCost(config.passwordHashCost)
   const parts = new StartedParts(logger)
   try {
     const core = await startCore(config, logger, parts, options.clock ?? systemClock)
@@ -171,6 +173,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       bodyLimitBytes: config.bodyLimitBytes,
       requestTimeoutMs: config.requestTimeoutMs,
       corsOrigins: config.corsOrigins,
+      trustedProxies: config.trustedProxies,
       logger,
       metrics: core.metrics,
       routes,

@@ -9,6 +9,7 @@ import { openDatabase } from '../storage/database.js'
 import { migrate } from '../storage/migrate.js'
 import { migrations } from '../storage/migrations/index.js'
 import { findUserForLogin, generatePassword, setPassword } from './accounts.js'
+import { setPasswordCost } from './passwords.js'
 
 export const adminUsage = `usage: printfarm admin reset-password EMAIL
   Sets a new generated password for the account EMAIL, prints it, and ends every sign-in of that account.
@@ -26,6 +27,7 @@ export async function runAdminCommand(argv: readonly string[], config: Config): 
   // Log lines go to stderr: stdout carries the new password alone.
   const logger = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', (line) => process.stderr.write(line + '\n'))
   // A store that cannot be opened (DATA_DIR in use: exit 2) is reported by the CLI like any start-up failure.
+  setPasswordCost(config.passwordHashCost)
   const db = await openDatabase(config, logger)
   try {
     await migrate(db.sql, config.databaseSchema, migrations, logger)

@@ -16,6 +16,7 @@
  * strings (bench/http-floor went from 0.20 to about 0.5 of a bare uWS
  * server per CPU-second with this).
  */
+import { TrustedProxies } from './client-address.js'
 import { performance } from 'node:perf_hooks'
 import { parseJsonText } from '../../protocol/json-text.js'
 import { ServiceError } from '../../protocol/errors.js'
@@ -35,6 +36,8 @@ export interface DispatchOptions<Svc> {
   /** An async handler that has not answered by then gets a 503 request_timeout (it runs on, still counted in flight). */
   requestTimeoutMs: number
   corsOrigins: '*' | readonly string[]
+  /** Reverse proxies whose X-Forwarded-For names the client (none: the connection's address is the client's). */
+  trustedProxies?: readonly string[] | undefined
   logger: Logger
   metrics: MetricsRegistry
   routes: readonly Route<RouteSchemas, Svc>[]
@@ -149,6 +152,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
   let draining: Promise<void> | undefined
   const host = {
     cors: new CorsPolicy(options.corsOrigins),
+    proxies: new TrustedProxies(options.trustedProxies ?? []),
     logger,
     draining: false,
     finished(exchange: Exchange, status: number | undefined): void {
@@ -200,7 +204,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     collecting = headers
     req.forEach(collectHeader)
     const incomingId = headers['x-request-id']
-    const exchange = new Exchange(res, method, incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : undefined, headers['origin'], host)
+    const exchange = new Exchange(res, method, incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : undefined, headers['origin'], host, headers['x-forwarded-for'])
     opened = exchange
     inFlight++
     // A HEAD answer (endWithoutBody with the length of a body not sent) leaves uWS wanting an abort

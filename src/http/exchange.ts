@@ -6,6 +6,7 @@
  * After an abort, or once the response ended, `res` is never touched again
  * (DESIGN section 7): every write goes through `send`, which checks both.
  */
+import type { TrustedProxies } from './client-address.js'
 import { performance } from 'node:perf_hooks'
 import type { Readable } from 'node:stream'
 import { errorBody, errorCodes, ServiceError, type ErrorBody, type ErrorCode, type ErrorCodeInfo } from '../../protocol/errors.js'
@@ -23,6 +24,8 @@ export const jsonContentType = 'application/json; charset=utf-8'
 /** What every exchange of one server shares. */
 export interface ExchangeHost {
   readonly cors: CorsPolicy
+  /** Whose X-Forwarded-For is believed (src/http/client-address.ts). */
+  readonly proxies?: TrustedProxies
   readonly logger: Logger
   /** True once shutdown began: responses then close their connection. */
   readonly draining: boolean
@@ -66,7 +69,11 @@ export class Exchange implements RequestLifecycle {
   #holds = 1
 
   /** `requestId`: the id the client sent, when it is a usable one; otherwise the service numbers the request. */
-  constructor(res: HttpResponse, method: string, requestId: string | undefined, origin: string | undefined, host: ExchangeHost) {
+  /** The request's X-Forwarded-For, read while uWS's request was valid; believed only from a trusted proxy. */
+  readonly #forwardedFor: string | undefined
+
+  constructor(res: HttpResponse, method: string, requestId: string | undefined, origin: string | undefined, host: ExchangeHost, forwardedFor?: string) {
+    this.#forwardedFor = forwardedFor
     this.res = res
     this.method = method
     this.#requestId = requestId
@@ -85,10 +92,14 @@ export class Exchange implements RequestLifecycle {
     return this.#requestId ?? requestIdBytes(this.#requestNumber)
   }
 
-  /** Read on demand: most requests never need it, and `res` stays valid until the response ends. */
+  /**
+   * The client's address (behind a trusted proxy, the one its X-Forwarded-For names). Read on
+   * demand: most requests never need it, and `res` stays valid until the response ends.
+   */
   get remoteAddress(): string {
     if (this.#remoteAddress === undefined) {
-      this.#remoteAddress = this.aborted || this.done ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+      const peer = this.aborted || this.done ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+      this.#remoteAddress = this.host.proxies === undefined ? peer : this.host.proxies.clientOf(peer, this.#forwardedFor)
     }
     return this.#remoteAddress
   }

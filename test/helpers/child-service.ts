@@ -85,6 +85,8 @@ export function childServiceEnv(dataDir: string, schema: string | undefined): Re
     MQTT_PORT: '0',
     PRINTFARM_ADMIN_EMAIL: testAdmin.email,
     PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
+    // The lowest cost the service accepts: hundreds of sign-ins per run (the default, 17, is tested in passwords.test.ts).
+    PASSWORD_HASH_COST: '15',
     LOG_LEVEL: 'warn',
   }
 }

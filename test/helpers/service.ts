@@ -58,6 +58,8 @@ export function testEnv(t: TestContext, env: Record<string, string | undefined> 
     MQTT_PORT: '0',
     PRINTFARM_ADMIN_EMAIL: testAdmin.email,
     PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
+    // The lowest cost the service accepts: hundreds of sign-ins per run (the default, 17, is tested in passwords.test.ts).
+    PASSWORD_HASH_COST: '15',
   }
   if (base['DATABASE_URL']) base['DATABASE_SCHEMA'] = tempSchema(t)
   return { ...base, ...env }

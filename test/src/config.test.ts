@@ -35,6 +35,8 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     publicBaseUrl: 'http://localhost:8080',
     logLevel: 'info',
     corsOrigins: [],
+    trustedProxies: [],
+    passwordHashCost: 17,
     adminEmail: undefined,
     adminPassword: undefined,
     bodyLimitBytes: 4 * 1024 * 1024,
