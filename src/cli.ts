@@ -72,8 +72,11 @@ async function main(argv: readonly string[]): Promise<number> {
     logger.error('uncaught exception; exiting', { error })
     process.exit(1)
   })
-  process.on('unhandledRejection', (error) => {
-    logger.error('unhandled rejection; exiting', { error })
+  process.on('unhandledRejection', (error, promise) => {
+    // A database query is its own promise (postgres.js): its text says which one nobody awaited.
+    const strings = (promise as { strings?: unknown }).strings
+    const query = Array.isArray(strings) ? strings.join('$?').replace(/\s+/g, ' ').slice(0, 300) : undefined
+    logger.error('unhandled rejection; exiting', { error, ...(query === undefined ? {} : { query }) })
     process.exit(1)
   })
 
