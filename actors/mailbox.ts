@@ -18,7 +18,15 @@ export class Mailbox {
 
   post<T>(task: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push(() => task().then(resolve, reject))
+      this.#queue.push(() => {
+        // A task that throws before its first await rejects its own promise too, and the mailbox goes on.
+        try {
+          return task().then(resolve, reject)
+        } catch (error) {
+          reject(error)
+          return Promise.resolve()
+        }
+      })
       if (!this.#running) void this.#drain()
     })
   }

@@ -2,13 +2,17 @@
  * PostgreSQL ending a session (pg_terminate_backend, as a restart, a failover or
  * idle_in_transaction_session_timeout does) must reach the query that used it as an
  * error and nothing else: postgres.js 3.4.9 threw from a deferred write to the dead
- * socket and ended the process, and let the rest of a dead transaction run on the
- * session its pool slot reconnected. The service carries a patch of the driver
+ * socket and ended the process, let the rest of a dead transaction run on the
+ * session its pool slot reconnected, left the array-type read of a new session
+ * unhandled when that session ended (the process ended), and lost a reserve()
+ * waiting for a connection when the connection it waited for closed (its caller,
+ * the event log's flush, waited forever). The service carries a patch of the driver
  * (patches/postgres+3.4.9.patch, applied by `npm install`); these tests fail without it.
  * Real PostgreSQL only: the embedded store has one session that nothing ends.
  */
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
+import { connect, createServer, type AddressInfo } from 'node:net'
 import postgres, { type Sql } from 'postgres'
 
 const url = process.env['DATABASE_URL']
@@ -145,6 +149,58 @@ if (url === undefined) {
       const { one } = (await sql<{ one: number }[]>`select 1 as one`)[0]!
       t.equal(one, 1)
     }
+    t.same(uncaught, [])
+  })
+
+  t.test("a session that ends while the driver reads the server's array types (a new connection's first query, for a reserve) leaves no rejection unhandled, and the reserve is answered on the next session", async (t) => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (error: unknown): void => void unhandled.push(error)
+    process.on('unhandledRejection', onUnhandled)
+    t.teardown(() => void process.off('unhandledRejection', onUnhandled))
+    // A proxy that ends the first connection when the driver asks for the array types (as a server
+    // ending that session would), and passes everything through after that.
+    const target = new URL(url)
+    let cut = false
+    const proxy = createServer((client) => {
+      const server = connect(Number(target.port || 5432), target.hostname)
+      client.on('error', () => undefined)
+      server.on('error', () => undefined)
+      server.pipe(client)
+      client.on('data', (chunk: Buffer) => {
+        if (!cut && chunk.includes('typarray')) {
+          cut = true
+          client.destroy()
+          server.destroy()
+          return
+        }
+        server.write(chunk)
+      })
+      client.on('close', () => server.destroy())
+    })
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => new Promise<void>((resolve) => proxy.close(() => resolve())))
+    const proxied = new URL(url)
+    proxied.hostname = '127.0.0.1'
+    proxied.port = String((proxy.address() as AddressInfo).port)
+    const sql = postgres(proxied.toString(), { max: 1, onnotice: () => undefined })
+    t.teardown(() => sql.end({ timeout: 1 }))
+    // A reserved connection first, as the event log's flush takes one: the driver then reads the types on its own.
+    const first = await sql.reserve().then(
+      async (reserved) => {
+        try {
+          return await reserved`select ${[1, 2]}::int[] as xs`
+        } finally {
+          reserved.release()
+        }
+      },
+      (error: unknown) => error,
+    ).catch((error: unknown) => error)
+    t.ok(cut, 'the first session ended during the types query')
+    await settle()
+    const [row] = await sql<{ xs: number[] }[]>`select ${[3, 4]}::int[] as xs`
+    t.same(row?.xs, [3, 4], 'the pool answers on a fresh session, arrays and all')
+    t.ok(Array.isArray(first) || first instanceof Error, 'the first query settled')
+    t.same(unhandled, [], 'no rejection was left unhandled')
     t.same(uncaught, [])
   })
 }
