@@ -2,10 +2,12 @@
  * The chaos test of dispatch (DESIGN section 14): 200 jobs through 50
  * printers on 5 hosts, each host run by the reference bridge
  * (src/bridge/bridge-sim.ts), while the server is SIGKILLed and restarted
- * three times at random moments. An operator loop assigns queued jobs to
- * free printers and verifies finished plates. At the end every job was
- * printed exactly once, counted from the bridges' own logs: none started
- * twice, none lost.
+ * three times and frozen (SIGSTOP, then SIGCONT a few seconds later) twice,
+ * at random moments. An operator loop assigns queued jobs to free printers
+ * and verifies finished plates. At the end every job was printed exactly
+ * once, counted from the bridges' own logs: none started twice, none lost,
+ * no printer ever ran two prints at once; and each finished run took its
+ * grams from its printer's spool once (one ledger entry per job).
  */
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
@@ -16,7 +18,7 @@ import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js'
 
-const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, deadlineMs: 240_000 }
+const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, freezes: 2, deadlineMs: 240_000 }
 
 // Four starts of a child service and a few hundred prints: on PGlite minutes of what the real-services run
 // proves the same way. PRINTFARM_TEST_ALL=1 runs it in the embedded run too.
@@ -27,7 +29,7 @@ t.setTimeout(plan.deadlineMs + 120_000)
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs: every job printed exactly once, by the bridges\' logs', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
+t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
   const dataDir = tempDir(t)
   const env = { ...childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined), LOG_LEVEL: 'error' }
   // One address for every start: the bridges keep their URL across restarts, as behind a load balancer.
@@ -40,6 +42,12 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs: every job printed ex
   const fileId: string = (await upload(url, farm.admin, modelId, { name: 'chaos.3mf', bytes: bambuThreeMf() })).json.id
   const printers: string[] = []
   for (let h = 0; h < plan.hosts; h++) for (let p = 0; p < plan.printersPerHost; p++) printers.push(await addPrinter(farm, `host-${h}`, { enabled: true }))
+  // A spool of the plate's white PLA in slot 0 of every printer: each finished run is charged to it.
+  const material = (await request(url, '/v1/materials', { method: 'POST', headers: farm.admin, body: { name: 'PLA white', type: 'PLA', color_hex: '#FFFFFF' } })).json.id
+  for (const printer of printers) {
+    const spool = await request(url, '/v1/inventory', { method: 'POST', headers: farm.admin, body: { material_id: material, initial_g: 100_000, printer_id: printer, slot: 0 } })
+    if (spool.status !== 201) throw new Error(`spool: ${spool.status} ${spool.text}`)
+  }
   const jobIds: number[] = []
   for (let i = 0; i < plan.jobs; i++) {
     const res = await request(url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: `chaos-${i}`, model_file_id: fileId } })
@@ -56,9 +64,19 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs: every job printed ex
   // Kill points spread over the run, each at a random moment after its mark.
   const killAt = Array.from({ length: plan.kills }, (_, i) => Math.floor(((i + 1) * plan.jobs) / (plan.kills + 1)) + Math.floor(Math.random() * 10))
   const kills: { afterStarted: number }[] = []
+  // Freezes between the kills: a node that stops answering with its connections and transactions open.
+  const freezeAt = Array.from({ length: plan.freezes }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.kills + 1)) + Math.floor(Math.random() * 10))
+  const freezes: { afterStarted: number; ms: number }[] = []
   const deadline = Date.now() + plan.deadlineMs
   let succeeded = 0
   while (Date.now() < deadline) {
+    if (freezes.length < freezeAt.length && started() >= freezeAt[freezes.length]!) {
+      const ms = 2_000 + Math.floor(Math.random() * 3_000)
+      freezes.push({ afterStarted: started(), ms })
+      process.kill(service.pid, 'SIGSTOP')
+      await delay(ms)
+      process.kill(service.pid, 'SIGCONT')
+    }
     if (kills.length < killAt.length && started() >= killAt[kills.length]!) {
       await delay(Math.random() * 300)
       kills.push({ afterStarted: started() })
@@ -75,6 +93,7 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs: every job printed ex
     await delay(100)
   }
   t.equal(kills.length, plan.kills, `the server was killed ${plan.kills} times (after ${kills.map((k) => k.afterStarted).join(', ')} starts)`)
+  t.equal(freezes.length, plan.freezes, `the server was frozen ${plan.freezes} times (${freezes.map((f) => `${f.ms} ms after ${f.afterStarted} starts`).join(', ')})`)
   t.equal(succeeded, plan.jobs, 'every job succeeded')
 
   const prints = new Map<number, number>()
@@ -87,6 +106,27 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs: every job printed ex
   t.equal(new Set(finished.map((e) => e.job)).size, plan.jobs, 'each print was reported finished')
   const bridgeJobs = await request(url, '/v1/print-jobs', { method: 'POST', headers: farm.admin, body: { limit: 1 } })
   t.equal(bridgeJobs.json.total, plan.jobs, 'no job was opened beside the dispatched ones')
+  // One print at a time per printer, by the bridges' own logs: a start only after that printer's previous finish.
+  const running = new Map<string, number>()
+  const overlaps: string[] = []
+  for (const e of log) {
+    if (e.event === 'started') {
+      if (running.has(e.printer!)) overlaps.push(`${e.printer} started job ${e.job} while printing job ${running.get(e.printer!)}`)
+      running.set(e.printer!, e.job!)
+    } else if (e.event === 'finished' && running.get(e.printer!) === e.job) running.delete(e.printer!)
+  }
+  t.same(overlaps, [], 'no printer ever ran two prints at once')
+  // Each finished run charged once: one ledger entry per job, of the plate's grams.
+  const entries = new Map<number, number[]>()
+  const spools = (await request(url, '/v1/inventory?limit=200', { headers: farm.admin })).json.spools as { id: string }[]
+  t.equal(spools.length, printers.length, 'a spool per printer')
+  for (const spool of spools) {
+    const ledger = (await request(url, `/v1/inventory/${spool.id}/ledger?limit=200`, { headers: farm.admin })).json.entries as { job_id: number | null; delta_g: number }[]
+    for (const entry of ledger) if (entry.job_id !== null) entries.set(entry.job_id, [...(entries.get(entry.job_id) ?? []), entry.delta_g])
+  }
+  t.same([...entries.values()].filter((deltas) => deltas.length !== 1), [], 'no run was charged twice')
+  t.equal(entries.size, plan.jobs, 'every finished run was charged')
+  t.ok([...entries.values()].every(([delta]) => delta === -11.66), "each with the plate's 11.66 g")
   t.comment(`claims refused ${log.filter((e) => e.event === 'claim_refused').length}, starts refused ${log.filter((e) => e.event === 'start_refused').length}`)
   await Promise.all(sims.map((s) => s.stop()))
   await service.stop()
