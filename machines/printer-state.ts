@@ -212,6 +212,9 @@ function applyEvent(c: PrinterContext, event: BridgeEvent): void {
         break
       case 'job:finish': {
         if (!isOpen(c.job)) break
+        // What the finish says of the print (its progress, above all) is the last word on it: a failed
+        // or cancelled run is charged by it.
+        c.job = withProgress(c.job, readPrinterReport(c.printerType, data))
         const cancelled = data['cancelled'] === true || data['result'] === 'cancelled' || data['status'] === 'cancelled'
         const failed = !cancelled && (data['success'] === false || data['result'] === 'failed' || data['status'] === 'failed')
         endJob(c, cancelled ? 'cancelled' : failed ? 'failed' : 'finished', event.timestamp)

@@ -13,6 +13,9 @@
  *   `{attr, code}` as `HMS_AAAA_AAAA_CCCC_CCCC` (attr and code, 32 bits each,
  *   in hex). HMS entries are often notices while a print runs: they name the
  *   error only when the printer says FAILED without a print_error.
+ * - Bambu reports carry numbers only; the message an operator reads says
+ *   which family, which code and in what state ("Bambu print error 0300_400D
+ *   while FAILED"): the code is what Bambu's own apps and wiki look up.
  * - AMS tray j of unit i is slot i*4 + j (four trays a unit); `remain` -1
  *   (unknown) is null. The external spool (vt_tray) has no AMS slot and is
  *   not listed.
@@ -56,12 +59,17 @@ export function readBambu(data: Json): PrinterReport {
 }
 
 function errorOf(state: string | undefined, printError: number | undefined, cancelled: boolean, hms: unknown): PrinterReport['error'] {
+  const during = state === undefined ? '' : ` while ${state}`
   if (printError !== undefined && printError !== 0 && !cancelled && Number.isInteger(printError) && printError > 0) {
-    return { code: printErrorCode(printError), message: null }
+    const code = printErrorCode(printError)
+    return { code, message: `Bambu print error ${code}${during}` }
   }
   if (state === 'FAILED' && !cancelled && Array.isArray(hms)) {
     const first = hms.find((h): h is Json => isObject(h) && finite(h['attr']) !== undefined && finite(h['code']) !== undefined)
-    if (first !== undefined) return { code: hmsCode(first['attr'] as number, first['code'] as number), message: null }
+    if (first !== undefined) {
+      const code = hmsCode(first['attr'] as number, first['code'] as number)
+      return { code, message: `Bambu HMS ${code.slice('HMS_'.length)}${during}` }
+    }
   }
   return printError === 0 ? null : undefined
 }

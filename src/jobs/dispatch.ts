@@ -229,8 +229,9 @@ export class Dispatcher {
   }
 
   /**
-   * A file read carrying task parameters must match the live claim of a task for this file:
-   * a wrong claim_generation or job → 409 task_claim_mismatch, a wrong token → 403.
+   * A file read carrying task parameters must match the live claim of a task for this file, of the
+   * printer's current host and epoch: a wrong claim_generation or job, or a task fenced by a host
+   * move → 409 task_claim_mismatch, a wrong token → 403.
    * Answers whether the parameters were given (and matched).
    */
   async checkTaskRead(organizationId: string, fileId: string, params: TaskReadParameters): Promise<boolean> {
@@ -239,8 +240,10 @@ export class Dispatcher {
     if (params.printer_task_id === undefined || params.claim_generation === undefined || params.printer_task_access_token === undefined) {
       throw new ServiceError('validation_failed', 'a task-bound read needs printer_task_id, claim_generation and printer_task_access_token together (print_job_id optional)')
     }
-    const [task] = await this.#sql<{ job_id: string; file_id: string | null; state: string; claim_generation: string | null }[]>`
-      select job_id, file_id, state, claim_generation from printer_tasks where id = ${params.printer_task_id} and organization_id = ${organizationId}`
+    const [task] = await this.#sql<{ job_id: string; file_id: string | null; state: string; claim_generation: string | null; current: boolean }[]>`
+      select t.job_id, t.file_id, t.state, t.claim_generation, (p.assignment_epoch = t.assignment_epoch and p.host_id is not distinct from t.host_id) as current
+      from printer_tasks t join printers p on p.id = t.printer_id
+      where t.id = ${params.printer_task_id} and t.organization_id = ${organizationId}`
     if (task === undefined || task.file_id !== fileId) throw taskNotFound()
     const token = Buffer.from(params.printer_task_access_token.toLowerCase())
     const generation = task.claim_generation
@@ -251,6 +254,8 @@ export class Dispatcher {
     if (generation === null || generation !== params.claim_generation.toLowerCase() || !['claimed', 'started', 'unconfirmed'].includes(task.state)) {
       throw new ServiceError('task_claim_mismatch', `claim_generation is not task ${params.printer_task_id}'s live claim (the task is ${task.state})`)
     }
+    // A host move fences every task of the old assignment: its claim reads nothing more.
+    if (!task.current) throw new ServiceError('task_claim_mismatch', `task ${params.printer_task_id} belongs to an older assignment of its printer (it was moved to another host or epoch)`)
     if (params.print_job_id !== undefined && params.print_job_id !== String(task.job_id)) throw new ServiceError('task_claim_mismatch', `print_job_id is not task ${params.printer_task_id}'s job`)
     if (!tokenMatches) throw new ServiceError('task_access_denied', "printer_task_access_token is not this claim's token")
     return true

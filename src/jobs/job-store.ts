@@ -117,7 +117,8 @@ export class JobStore {
         await addCommand(tx, task!.id, body.status === 'printing' ? 'resume' : 'pause', now, { takeBack: true })
         return { job: jobOf(row), task: { id: task!.id, hostId: task!.host_id } }
       }
-      if (body.status === 'queued' && task?.state === 'started') {
+      // Only a cancel the printer has not confirmed yet holds a requeue back; a job simply printing is refused by the lifecycle below.
+      if (body.status === 'queued' && task?.state === 'started' && row.status === 'cancelled') {
         throw new ServiceError('job_in_progress', `job ${id}'s printer has not confirmed the cancel yet (its bridge reports job:finish with result cancelled); requeue it after that`)
       }
       const event: PrintJobEvent =

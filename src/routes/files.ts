@@ -37,7 +37,7 @@ export const fileContentRoute = defineRoute({
     'and accept-ranges. A single `Range: bytes=…` answers 206 with that part; a range beyond the end answers 416. If-None-Match with ' +
     'the etag answers 304. A signed download URL (GET /v1/files/{fileId}/download-url) reads it with no other credential until it expires. ' +
     'A bridge reading the file of a claimed printer task adds print_job_id, printer_task_id, claim_generation and printer_task_access_token: they ' +
-    'must match the live claim (a stale claim_generation → 409 task_claim_mismatch, a wrong token → 403 task_access_denied); a key with only ' +
+    'must match the live claim of the printer\'s current host and epoch (a stale claim_generation, or a claim fenced by a host move → 409 task_claim_mismatch, a wrong token → 403 task_access_denied); a key with only ' +
     'print:launch reads files this way, a key with files:read may also read without them.',
   tags: ['files'],
   auth: { kind: 'organization', scope: ['files:read', 'print:launch'], signedUrl: true },

@@ -283,3 +283,12 @@ t.test("jobs - a stored job a report opened is taken over by the task's job:star
   const [plain] = transition(printerMachine, start, ev('job:start', { name: 'by hand' }, { timestamp: 11 }))
   t.match(plain.context.job, { jobId: 7, name: 'by hand' }, 'a start without a task adopts the report\'s job under its own id')
 })
+
+t.test('jobs - the progress a job:finish carries is the last word on it (a failed run is charged by it)', async (t) => {
+  const failed = apply([ev('job:start', { name: 'a' }, { timestamp: 1, jobId: 5 }), ev('job:finish', { result: 'failed', progress: 50 }, { timestamp: 2 })])
+  t.match(failed.context.job, { jobId: 5, state: 'failed', progress: 50 })
+  const finished = apply([ev('job:start', { name: 'a' }, { timestamp: 1, jobId: 5 }), ev('job:finish', { result: 'success', progress: 80 }, { timestamp: 2 })])
+  t.match(finished.context.job, { state: 'finished', progress: 100 }, 'a successful end is 100 % whatever it says')
+  const silent = apply([ev('job:start', { name: 'a' }, { timestamp: 1, jobId: 5 }), ev('job:update', { progress: 30 }, { timestamp: 2 }), ev('job:finish', { result: 'cancelled' }, { timestamp: 3 })])
+  t.match(silent.context.job, { state: 'cancelled', progress: 30 }, 'without progress, the last one reported stands')
+})

@@ -46,14 +46,15 @@ t.test('printer reports - bambu: a whole report while printing', async (t) => {
   })
 })
 
-t.test('printer reports - bambu: a delta carries only what changed; a cancel is not a failure; a failure names its error', async (t) => {
+t.test('printer reports - bambu: a delta carries only what changed; a cancel is not a failure; a failure names its error, with a message an operator reads', async (t) => {
   t.same(readPrinterReport('bambu', { print: { command: 'push_status', mc_percent: 46, nozzle_temper: 220.1 } }), { progress: 46, temperatures: { nozzle: { actual: 220.1 } } })
   t.same(readPrinterReport('bambu', { print: { gcode_state: 'FAILED', print_error: 0x0300400c } }), { status: 'FAILED', phase: 'cancelled' })
-  t.same(readPrinterReport('bambu', { print: { gcode_state: 'FAILED', print_error: 117473283 } }), { status: 'FAILED', phase: 'error', error: { code: '0700_8003', message: null } })
+  t.same(readPrinterReport('bambu', { print: { gcode_state: 'FAILED', print_error: 117473283 } }), { status: 'FAILED', phase: 'error', error: { code: '0700_8003', message: 'Bambu print error 0700_8003 while FAILED' } })
+  t.same(readPrinterReport('bambu', { print: { print_error: 50348045 } }).error, { code: '0300_400D', message: 'Bambu print error 0300_400D' }, 'a delta without a state: the code alone')
   t.same(readPrinterReport('bambu', { print: { gcode_state: 'FAILED', hms: [{ attr: 0x03000100, code: 0x00010001 }] } }), {
     status: 'FAILED',
     phase: 'error',
-    error: { code: 'HMS_0300_0100_0001_0001', message: null },
+    error: { code: 'HMS_0300_0100_0001_0001', message: 'Bambu HMS 0300_0100_0001_0001 while FAILED' },
   })
   t.same(readPrinterReport('bambu', { print: { gcode_state: 'RUNNING', hms: [{ attr: 0x07002000, code: 0x00020001 }] } }), { status: 'RUNNING', phase: 'printing' }, 'an HMS notice while printing is not an error')
 })

@@ -149,6 +149,16 @@ t.test('deduction - a failed job at 40 % takes 40 % of its grams', async (t) => 
   t.equal(await remaining(red), 998)
 })
 
+t.test('deduction - a job:finish that carries its progress is charged by it (no job:update before it)', async (t) => {
+  const printer = await printerWithSlots()
+  const white = await loadSpool(printer, 2)
+  const { jobId } = await printing(printer)
+  await send(printer, 'job:finish', { result: 'failed', progress: 50 })
+  await deducted(jobId)
+  t.match((await request(svc.url, `/v1/print-jobs/${jobId}`, { headers: farm.admin })).json, { printer_state: 'failed', progress: 50 })
+  t.match(await ledger(white), [{ delta_g: -5.83, job_id: jobId }], 'half the plate')
+})
+
 t.test('deduction - a slot with no spool deducts nothing; the job is marked all the same', async (t) => {
   const printer = await printerWithSlots()
   const white = await loadSpool(printer, 2)

@@ -359,6 +359,19 @@ t.test('cancel and requeue - a cancelled dispatch fences its task; requeue needs
   t.equal((await request(svc.url, `/v1/print-jobs/${jobId}`, { headers: farm.admin })).status, 404)
 })
 
+t.test('requeue - a printing job nobody cancelled is refused as a transition (job_transition_invalid naming both states), not as a pending cancel', async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  const claimed = (await claim(taskId)).json
+  await send(printer, 'job:start', { jobId, printerTaskId: taskId, claimGeneration: claimed.claim_generation })
+  const requeue = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
+  t.equal(requeue.status, 409)
+  t.equal(requeue.json.error, 'job_transition_invalid')
+  t.match(requeue.json.message, /printing.*queued/)
+  t.notMatch(requeue.json.message, /cancel/, 'nothing was cancelled: the message does not say so')
+  t.equal((await job(jobId)).status, 'printing')
+})
+
 t.test('cancel - a cancelled offer (never claimed, so never started) leaves the poll at once, with no command', async (t) => {
   const printer = await onlinePrinter()
   const { jobId, taskId } = await dispatched(printer)
@@ -387,16 +400,22 @@ t.test('cancel - a claimed task that did start on the printer (its start unrepor
   t.notOk((await poll()).some((task) => task.id === taskId), 'its effect seen, the cancel is cleared')
 })
 
-t.test('host move - the old assignment\'s claim is fenced: unconfirmed, out of the poll, refused to the old host', async (t) => {
+t.test('host move - the old assignment\'s claim is fenced: unconfirmed, out of the poll, refused to the old host, and its file reads refused', async (t) => {
   const printer = await onlinePrinter('host-m')
   const { jobId, taskId } = await dispatched(printer)
-  await claim(taskId, { hostId: 'host-m', assignmentEpoch: 1 })
+  const claimed = (await claim(taskId, { hostId: 'host-m', assignmentEpoch: 1 })).json
   const moved = await request(svc.url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: 'host-n' } })
   t.equal(moved.status, 200)
   t.notOk((await poll('host-m')).some((task) => task.id === taskId))
   t.equal((await request(svc.url, `/v1/printer-tasks/${taskId}`, { headers: launch })).json.state, 'unconfirmed')
   const old = await claim(taskId, { hostId: 'host-m', assignmentEpoch: 1 })
   t.equal(old.json.error, 'assignment_epoch_stale')
+  const readOnly = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'launch only', scopes: ['print:launch'] } })
+  const params = new URLSearchParams({ print_job_id: String(jobId), printer_task_id: taskId, claim_generation: claimed.claim_generation, printer_task_access_token: claimed.printer_task_access_token })
+  const read = await request(svc.url, `/v1/files/${fileId}?${params}`, { headers: { 'x-api-key': readOnly.json.key as string } })
+  t.equal(read.status, 409, "the fenced claim's file read is refused")
+  t.equal(read.json.error, 'task_claim_mismatch')
+  t.match(read.json.message, /older assignment/)
   const requeued = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
   t.equal(requeued.status, 200, 'an unconfirmed dispatch may be requeued')
   t.equal((await request(svc.url, `/v1/printer-tasks/${taskId}`, { headers: launch })).json.state, 'cancelled')

@@ -56,7 +56,7 @@ t.test('native reports - bambu: the MQTT print report (minutes left, AMS trays, 
   const paused = await report(printer, 2, { print: { gcode_state: 'PAUSE' } }, 'printer:deltaUpdate')
   t.equal(paused.status, 'PAUSED')
   const failed = await report(printer, 3, { print: { gcode_state: 'FAILED', print_error: 117473283 } })
-  t.match(failed, { status: 'ERROR', ready: false, raw_status: 'FAILED', error: { code: String } })
+  t.match(failed, { status: 'ERROR', ready: false, raw_status: 'FAILED', error: { code: '0700_8003', message: 'Bambu print error 0700_8003 while FAILED', at: String } })
   t.match(failed.job, { state: 'failed', ended_at: String })
   const idle = await report(printer, 4, { print: { gcode_state: 'IDLE', print_error: 0 } })
   // Waiting again, but the failed plate waits for an operator's look before the next job (the ready gate).
