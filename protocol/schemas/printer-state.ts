@@ -11,8 +11,10 @@
  * - `ready_gate` is the plate check of DESIGN section 14: `open`, or
  *   `awaiting_verification` from a job's end until an operator answers
  *   PATCH /v1/printers/{id}/ready, or `held` by an operator.
- * - `ready` is true exactly when the status is WAITING and the gate is open: online, healthy, no
- *   job running or just ended, not in maintenance.
+ * - `ready` is the gate, as in every answer that shows it (the ready gate's PATCH, the queue): true
+ *   for a new printer and after an operator's verdict, false from a job's end until that verdict or
+ *   while an operator holds the printer. Whether the printer can take a job now is the queue's to
+ *   say (its reasons per printer name the status, the gate and the rest).
  * - Filament colours are `#RRGGBB` (an alpha channel is dropped); a colour
  *   that is not hex is null.
  * - History pages run in the order the printer produced its events
@@ -54,7 +56,10 @@ export const PrinterStateSchema = Type.Object(
     status: DisplayStatusSchema,
     raw_status: Nullable(Type.String(), { description: "The printer's own status word, exactly as last reported." }),
     maintenance: Type.Boolean(),
-    ready: Type.Boolean({ description: 'Ready for a new job: the status is WAITING and ready_gate is open.' }),
+    ready: Type.Boolean({
+      description:
+        "The ready gate: true for a new printer and after an operator's verdict on its last job; false from a job's end until that verdict (ready_gate awaiting_verification) or while an operator holds it (held). Whether it can take a job now also depends on its status and the rest: GET /v1/queue explains it.",
+    }),
     ready_gate: Type.Union([Type.Literal('open'), Type.Literal('awaiting_verification'), Type.Literal('held')], {
       description: "open; awaiting_verification: a job ended and an operator has not verified the plate (PATCH /v1/printers/{id}/ready); held: an operator holds the printer out of dispatch.",
     }),

@@ -15,7 +15,7 @@ export function printerState(id: string, overrides: Partial<PrinterState> = {}):
     status: 'RUNNING',
     raw_status: 'x',
     maintenance: false,
-    ready: false,
+    ready: true,
     ready_gate: 'open',
     error: null,
     job: null,

@@ -295,7 +295,8 @@ t.test('ready gate - finish, not ready, verify success, the next job dispatches;
   t.equal(verified.status, 200)
   t.match(verified.json, { success: true, ready: true, job: { id: jobId, status: 'succeeded', verification: 'success' }, requeued_job: null })
   t.same(verified.json.job.part_verifications, [{ part_name: 'benchy', good_count: 1, defective_count: 0, action: 'accept' }])
-  t.equal((await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer.ready_gate, 'open', 'the gate opens')
+  const opened = (await request(svc.url, `/v1/printers/${printer}`, { headers: launch })).json.printer
+  t.match(opened, { ready: true, ready_gate: 'open' }, 'the gate opens, and the read model says ready as the verdict did')
   const again = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, job_id: jobId, event_type: 'operator:manual_verification:success' } })
   t.equal(again.status, 409)
   t.equal(again.json.error, 'job_not_awaiting_verification')

@@ -43,7 +43,7 @@ t.test('native reports - bambu: the MQTT print report (minutes left, AMS trays, 
       ams: { ams: [{ id: '0', humidity: '4', temp: '24.1', tray: [{ id: '0', tray_type: 'PLA', tray_color: '00AE42FF', remain: 76 }, { id: '1', tray_type: 'PETG', tray_color: 'FFFFFFFF', remain: -1 }] }] },
     },
   })
-  t.match(running, { status: 'RUNNING', raw_status: 'RUNNING', ready: false, error: null })
+  t.match(running, { status: 'RUNNING', raw_status: 'RUNNING', ready: true, ready_gate: 'open', error: null })
   t.match(running.job, { state: 'printing', progress: 45, remaining_seconds: 1920, layer: 88, total_layers: 240 })
   t.ok(running.job.name, 'the job is named from the report')
   t.match(running.temperatures, { nozzle: { actual: 219.8, target: 220 }, bed: { actual: 55.1, target: 55 }, chamber: { actual: 31 } })

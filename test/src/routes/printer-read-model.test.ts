@@ -32,7 +32,7 @@ t.test('read model - a new printer reads back UNKNOWN with every field, before a
     'assignment_epoch', 'error', 'filaments', 'host_id', 'id', 'job', 'last_seen_at', 'last_seqn', 'maintenance', 'model', 'name', 'online',
     'printer_type', 'raw_status', 'ready', 'ready_gate', 'status', 'temperatures', 'updated_at',
   ])
-  t.match(state, { id: printer, name: 'Fresh', printer_type: 'klipper', model: 'Voron 2.4', host_id: 'host-a', assignment_epoch: 1, last_seqn: null, online: false, status: 'UNKNOWN', ready: false, job: null, error: null })
+  t.match(state, { id: printer, name: 'Fresh', printer_type: 'klipper', model: 'Voron 2.4', host_id: 'host-a', assignment_epoch: 1, last_seqn: null, online: false, status: 'UNKNOWN', ready: true, ready_gate: 'open', job: null, error: null })
   t.same(state.temperatures, { nozzle: { actual: null, target: null }, bed: { actual: null, target: null }, chamber: { actual: null, target: null } })
 })
 
@@ -47,7 +47,7 @@ t.test('read model - a status report with temperatures, progress and layers read
     item(1, { type: 'printer:amsUpdate', data: { slots: [{ position: 0, materialType: 'PLA', color: 'FF0000FF', remaining: 80 }, { position: 1, materialType: 'PETG', color: 'not a colour' }] } }),
   ])
   const state = await get(printer)
-  t.match(state, { status: 'RUNNING', raw_status: 'printing', online: true, ready: false, last_seqn: 1, last_seen_at: '2023-11-14T22:13:20.001Z' })
+  t.match(state, { status: 'RUNNING', raw_status: 'printing', online: true, ready: true, ready_gate: 'open', last_seqn: 1, last_seen_at: '2023-11-14T22:13:20.001Z' })
   t.match(state.job, { id: Number, name: 'bracket.3mf', state: 'printing', progress: 37, remaining_seconds: 1820, layer: 42, total_layers: 180, ended_at: null })
   t.same(state.temperatures, { nozzle: { actual: 215.3, target: 220 }, bed: { actual: 59.8, target: 60 }, chamber: { actual: null, target: null } })
   t.same(state.filaments, [
@@ -65,13 +65,13 @@ t.test('read model - a status report with temperatures, progress and layers read
   t.same(jobs.map((j) => [Number(j['id']), j['state'], j['name']]), [[state.job.id, 'printing', 'bracket.3mf']], 'the report opened one job, stored')
 })
 
-t.test('status words - an Error word never reads as ready, and a healthy report clears the error', async (t) => {
+t.test('status words - an Error word reads as ERROR (the gate stays as it was), and a healthy report clears the error', async (t) => {
   const printer = await addPrinter(farm, 'host-a', { printer_type: 'octoprint' })
   await post(farm, printer, [item(0, { type: 'printer:statusUpdate', data: { status: 'Operational' } })])
   t.match(await get(printer), { status: 'WAITING', ready: true, raw_status: 'Operational' })
   await post(farm, printer, [item(1, { type: 'printer:statusUpdate', data: { status: 'Error' } })])
   const failed = await get(printer)
-  t.match(failed, { status: 'ERROR', ready: false, raw_status: 'Error', error: { code: String, message: 'Error' } })
+  t.match(failed, { status: 'ERROR', ready: true, ready_gate: 'open', raw_status: 'Error', error: { code: String, message: 'Error' } }, 'no job ended: the gate is open; the status keeps the queue away')
   await post(farm, printer, [item(2, { type: 'heartbeat', data: {} })])
   t.match(await get(printer), { status: 'ERROR' }, 'a heartbeat is no healthy report: the error stands')
   await post(farm, printer, [item(3, { type: 'printer:statusUpdate', data: { status: 'Operational' } })])
@@ -86,7 +86,7 @@ t.test('status words - every failure word of every printer type is ERROR', async
       await post(farm, printer, [item(2 * i, { type: 'printer:statusUpdate', data: { status: 'idle' } }), item(2 * i + 1, { type: 'status', data: { status: word } })])
       const state = await get(printer)
       t.equal(state.status, 'ERROR', `${type} "${word}"`)
-      t.equal(state.ready, false, `${type} "${word}" is never ready`)
+      t.equal(state.status, 'ERROR', `${type} "${word}" is never a status that takes a job`)
     }
   }
 })
