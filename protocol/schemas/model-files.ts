@@ -107,10 +107,12 @@ export const LiveOperationsSchema = Type.Object(
     operations: Type.Array(
       Type.Object(
         {
-          command_id: Uuid,
+          command_id: Type.Union([Uuid, Type.Null()], { description: 'The reprocess command; null for the upload\'s own reading of the file (kind upload).' }),
           file_id: Uuid,
           model_id: Uuid,
-          kind: Type.Literal('reprocess'),
+          kind: Type.Union([Type.Literal('reprocess'), Type.Literal('upload')], {
+            description: 'reprocess: a reprocess command; upload: the file\'s metadata could not be read when it was uploaded (status failed) and nothing has reprocessed it since.',
+          }),
           status: CommandStatusSchema,
           error: Type.Union([Type.String(), Type.Null()]),
           created_at: Time,

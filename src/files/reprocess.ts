@@ -90,15 +90,27 @@ export class Reprocessor {
     return receiptOf(row)
   }
 
-  /** Queued and running commands, and failures no later command of the same file has resolved. */
+  /**
+   * Queued and running commands, and failures nothing later has resolved: a failed command no
+   * later command of the same file replaced, and an active file whose metadata could not be read
+   * at upload and that no command has reprocessed since (kind `upload`, no command id): a broken
+   * file stays in sight until it is reprocessed successfully or deleted.
+   */
   async liveOperations(organizationId: string): Promise<LiveOperations> {
-    const rows = await this.#sql<(CommandRow & { model_id: string })[]>`
-      select c.*, f.model_id from file_commands c join files f on f.id = c.file_id
-      where c.organization_id = ${organizationId}
-        and (c.status in ('queued', 'running')
-             or (c.status = 'failed' and not exists (
-               select 1 from file_commands later where later.file_id = c.file_id and later.kind = c.kind and later.created_at > c.created_at)))
-      order by c.created_at desc limit 500`
+    const rows = await this.#sql<{ id: string | null; file_id: string; model_id: string; kind: 'reprocess' | 'upload'; status: ReprocessReceipt['status']; error: string | null; created_at: Date }[]>`
+      select * from (
+        select c.id, c.file_id, f.model_id, c.kind, c.status, c.error, c.created_at from file_commands c join files f on f.id = c.file_id
+        where c.organization_id = ${organizationId}
+          and (c.status in ('queued', 'running')
+               or (c.status = 'failed' and not exists (
+                 select 1 from file_commands later where later.file_id = c.file_id and later.kind = c.kind and later.created_at > c.created_at)))
+        union all
+        select null, f.id, f.model_id, 'upload', 'failed', coalesce(f.metadata->'processing'->>'error', 'the metadata could not be read'), f.created_at from files f
+        where f.organization_id = ${organizationId} and f.deleted_at is null and f.purged_at is null
+          and f.metadata->'processing'->>'status' = 'failed'
+          and not exists (select 1 from file_commands c where c.file_id = f.id)
+      ) operations
+      order by created_at desc limit 500`
     return {
       operations: rows.map((r) => ({ command_id: r.id, file_id: r.file_id, model_id: r.model_id, kind: r.kind, status: r.status, error: r.error, created_at: r.created_at.toISOString() })),
     }

@@ -32,7 +32,10 @@ export const liveOperationsRoute = defineRoute({
   path: '/v1/model-files/live-operations',
   operationId: 'listModelFileOperations',
   summary: 'Model-file operations going on now, and failures not yet resolved.',
-  description: 'Queued and running reprocess commands of the organization, and failed ones that no later command of the same file has replaced.',
+  description:
+    'Queued and running reprocess commands of the organization, failed ones that no later command of the same file has replaced, and active files whose ' +
+    'metadata could not be read at upload and that nothing has reprocessed since (kind upload, command_id null, status failed): a broken file stays ' +
+    'listed until it is reprocessed successfully or deleted.',
   tags: ['model-files'],
   auth: { kind: 'organization', scope: 'files:read' },
   schemas: { query: OrganizationQuery },

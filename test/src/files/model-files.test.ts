@@ -82,6 +82,30 @@ t.test('filament labels - keyed by project filament id, merged, "" clears; other
   t.match(await patch({ '1': 'x' }), { status: 409, json: { error: 'file_deleted' } })
 })
 
+t.test('live operations - a file whose metadata could not be read at upload is listed as a failure until it is reprocessed or deleted', async (t) => {
+  // An organization of its own: the other tests' commands are not in its list.
+  const org = await request(url, '/v1/organizations', { method: 'POST', headers: admin, body: { name: `broken files ${Date.now()}` } })
+  const headers = { ...admin, 'x-organization-id': org.json.id as string }
+  const modelId = await createModel(url, headers)
+  const broken = await upload(url, headers, modelId, { name: 'broken.3mf', bytes: Buffer.from('PK\u0003\u0004 this is no zip archive') })
+  t.equal(broken.status, 201, 'stored all the same')
+  t.equal(broken.json.metadata.processing.status, 'failed')
+  const listed = async () => (await request(url, '/v1/model-files/live-operations', { headers })).json.operations as any[]
+  t.match(await listed(), [{ kind: 'upload', command_id: null, file_id: broken.json.id, model_id: modelId, status: 'failed', error: String, created_at: String }], 'listed as an unresolved failure')
+  t.equal((await listed()).length, 1)
+  // Reprocessing it replaces the upload's entry by the command's (it fails again: still listed, once).
+  const command = await request(url, `/v1/model-files/${broken.json.id}/reprocess`, { method: 'POST', headers })
+  await until(async () => (await request(url, `/v1/model-files/${broken.json.id}/reprocess/${command.json.command_id}`, { headers })).json.status === 'failed', 'the reprocess to fail')
+  t.match(await listed(), [{ kind: 'reprocess', command_id: command.json.command_id, file_id: broken.json.id, status: 'failed' }], 'the failed command stands for it now')
+  t.equal((await listed()).length, 1, 'once')
+  const other = await upload(url, headers, modelId, { name: 'also-broken.3mf', bytes: Buffer.from('not a zip at all') })
+  t.ok((await listed()).some((o) => o.file_id === other.json.id && o.kind === 'upload'))
+  t.equal((await request(url, `/v1/files/${other.json.id}`, { method: 'DELETE', headers })).status, 200)
+  t.notOk((await listed()).some((o) => o.file_id === other.json.id), 'a deleted file is no longer listed')
+  const fine = await upload(url, headers, modelId, { name: 'fine.3mf', bytes: bambuThreeMf() })
+  t.notOk((await listed()).some((o) => o.file_id === fine.json.id), 'a file read at upload is not listed')
+})
+
 t.test('reprocess - 202 with a durable receipt; asked again while queued it is the same command; keys are refused', async (t) => {
   const modelId = await createModel(url, admin)
   const file = (await upload(url, admin, modelId, { name: 'a.gcode', bytes: prusaGcode() }, { tags: 'keep' })).json
