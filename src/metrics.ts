@@ -34,7 +34,9 @@ function header(name: string, help: string, type: string): string {
 function formatNumber(value: number): string {
   if (value === Infinity) return '+Inf'
   if (value === -Infinity) return '-Inf'
-  return Number.isNaN(value) ? 'NaN' : String(value)
+  // Fifteen significant digits: a sum of decimal amounts (grams to the centigram) reads 37.02, not the
+  // binary float's 37.019999999999996; integers up to 10^15 are exact either way.
+  return Number.isNaN(value) ? 'NaN' : String(Number(value.toPrecision(15)))
 }
 
 export class Counter implements Metric {

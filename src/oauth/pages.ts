@@ -86,6 +86,7 @@ function page(title: string, body: string, script?: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${escapeHtml(title)}</title>
+<link rel="icon" href="/logo.svg" type="image/svg+xml">
 <style>${style}</style>
 </head>
 <body>

@@ -26,6 +26,21 @@ function passwordAttempts(svc: Services, email: string, remoteAddress: string) {
   ] as const
 }
 
+const budgetNames = ['account at address', 'address', 'account'] as const
+
+/**
+ * A failed guess that spent a budget locks it for the rest of its window: said once, at warn level,
+ * so an operator asked "why can't I sign in?" finds which account, from where and until when
+ * (blocked attempts are refused before they are counted, so this runs once per lock).
+ */
+function logLockouts(svc: Services, attempts: ReturnType<typeof passwordAttempts>, email: string, remoteAddress: string): void {
+  for (const [i, [limiter, key]] of attempts.entries()) {
+    const seconds = limiter.blockedFor(key)
+    if (seconds === undefined) continue
+    svc.logger.warn('sign-ins locked after repeated failures', { budget: budgetNames[i], account: emailKey(email), address: addressGroup(remoteAddress), retryAfterSeconds: seconds })
+  }
+}
+
 export const loginRoute = defineRoute({
   method: 'POST',
   path: '/v1/auth/login',
@@ -48,7 +63,10 @@ export const loginRoute = defineRoute({
     const user = await findUserForLogin(svc.db.sql, email)
     // An unknown email costs a full hash too, so response time does not reveal which emails exist.
     const ok = await verifyPassword(password, user?.passwordHash ?? (await decoyHash()))
-    if (user === undefined || !ok) throw new ServiceError('invalid_credentials', 'the email or password is wrong')
+    if (user === undefined || !ok) {
+      logLockouts(svc, attempts, email, req.remoteAddress)
+      throw new ServiceError('invalid_credentials', 'the email or password is wrong')
+    }
     releaseAll(attempts)
     if (needsRehash(user.passwordHash)) {
       await svc.db.sql`update users set password_hash = ${await hashPassword(password)} where id = ${user.id}`
@@ -129,6 +147,7 @@ export const changePasswordRoute = defineRoute({
     if (wait !== undefined) throw rateLimited(wait)
     const stored = await findUserForLogin(svc.db.sql, user.email)
     if (stored === undefined || !(await verifyPassword(req.body.current_password, stored.passwordHash))) {
+      logLockouts(svc, attempts, user.email, req.remoteAddress)
       throw new ServiceError('invalid_credentials', 'the current password is wrong')
     }
     releaseAll(attempts)

@@ -44,6 +44,16 @@ function allowedHostnames(svc: Services): string[] {
   return [...names].map((name) => (name.includes(':') && !name.startsWith('[') ? `[${name}]` : name))
 }
 
+/**
+ * The SDK's bearer challenge (`{error, error_description}`, RFC 6750) with what every other error of
+ * the service carries too: a `message` saying what to fix and the `requestId` to quote.
+ */
+async function withMessage(response: Response, requestId: string): Promise<Response> {
+  const body = (await response.json().catch(() => ({}))) as { error?: string; error_description?: string }
+  const message = body.error_description ?? (body.error === 'invalid_token' ? 'the access token is not valid for this resource' : 'an OAuth access token for this resource is needed')
+  return new Response(JSON.stringify({ ...body, message, requestId }), { status: response.status, headers: response.headers })
+}
+
 async function replyOf(response: Response): Promise<Reply> {
   const headers: Record<string, string> = {}
   response.headers.forEach((value, name) => {
@@ -100,7 +110,7 @@ async function serve(req: RouteRequest, svc: Services): Promise<Reply> {
       resourceMetadataUrl,
     })
   } catch (error) {
-    return replyOf(bearerAuthChallengeResponse(error, { resourceMetadataUrl }))
+    return replyOf(await withMessage(bearerAuthChallengeResponse(error, { resourceMetadataUrl }), req.requestId))
   }
   const headers = new Headers()
   for (const name of forwardedHeaders) {

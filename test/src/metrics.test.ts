@@ -150,3 +150,14 @@ t.test('metrics - an explicit +Inf bound is refused, since +Inf is always render
   t.throws(() => registry.histogram('inf_seconds', 'Explicit +Inf bound.', [], [1, Infinity]), TypeError)
   t.throws(() => registry.histogram('nan_seconds', 'NaN bound.', [], [Number.NaN]), TypeError)
 })
+
+t.test('metrics - a sum of decimal amounts renders as the decimal, not the binary float (37.02 grams, not 37.019999999999996)', async (t) => {
+  const registry = new MetricsRegistry()
+  const grams = registry.counter('grams_total', 'Grams.')
+  for (const g of [11.66, 11.66, 13.7]) grams.inc({}, g)
+  t.equal(11.66 + 11.66 + 13.7, 37.019999999999996, 'the float sum is off')
+  t.match(registry.render(), /^grams_total 37\.02$/m)
+  const big = registry.counter('bytes_total', 'Bytes.')
+  big.inc({}, 123_456_789_012_345)
+  t.match(registry.render(), /^bytes_total 123456789012345$/m, 'large integers stay exact')
+})

@@ -128,6 +128,8 @@ t.test('farm page - a wall screen of printers that follows the farm live', needs
   const page = await browser.newPage({ viewport: { width: 1920, height: 1080 } })
   const problems: string[] = []
   page.on('pageerror', (error) => problems.push(error.message))
+  // Every request the page makes is answered (its icon included: no /favicon.ico 404).
+  page.on('response', (response) => void (response.status() >= 400 && problems.push(`${response.status()} ${response.url()}`)))
   await page.goto(svc.url + '/')
   await page.fill('#email', testAdmin.email)
   await page.fill('#password', testAdmin.password)
@@ -272,5 +274,5 @@ t.test('farm page - a wall screen of printers that follows the farm live', needs
 
   await page.setViewportSize({ width: 390, height: 844 })
   await page.screenshot({ path: join(artifacts, 'farm-page-phone.png'), fullPage: true })
-  t.same(problems, [], 'no script errors')
+  t.same(problems, [], 'no script errors, and no request of the page refused')
 })

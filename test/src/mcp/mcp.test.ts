@@ -35,13 +35,17 @@ const toolNames = [
   'farm_summary',
 ]
 
-t.test('mcp - no token: 401 with WWW-Authenticate naming the protected-resource metadata', async (t) => {
+t.test('mcp - no token: 401 with WWW-Authenticate naming the protected-resource metadata, and a body with message and requestId', async (t) => {
   const res = await request(url, '/v1/mcp', { method: 'POST', headers: { accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } })
   t.equal(res.status, 401)
   t.match(res.headers['www-authenticate'], /^Bearer /)
   t.match(res.headers['www-authenticate'], new RegExp(`resource_metadata="${url}/.well-known/oauth-protected-resource/v1/mcp"`))
   const session = await request(url, '/v1/mcp', { method: 'POST', headers: { ...admin.auth, accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } })
   t.equal(session.status, 401, 'a sign-in session token is not an MCP token')
+  for (const refused of [res, session]) {
+    t.match(refused.json, { error: String, message: String, requestId: String }, 'the body says what to fix and carries the request id, as every error does')
+  }
+  t.equal(res.json.requestId, res.headers['x-request-id'], 'the id of the x-request-id header')
 })
 
 for (const era of ['legacy', 'modern'] as const) {

@@ -210,6 +210,9 @@ t.test('rate limits - failed sign-ins lock the account for the window, even for 
   t.equal(blocked.json.error, 'rate_limited')
   t.ok(Number(blocked.headers['retry-after']) > 0, 'Retry-After says how long')
   t.equal((await request(url, '/v1/auth/login', { method: 'POST', body: { email: testAdmin.email, password: testAdmin.password } })).status, 200, 'other accounts are unaffected')
+  const locks = svc.logs.filter((l) => l['msg'] === 'sign-ins locked after repeated failures' && l['account'] === email)
+  t.equal(locks.length, 1, 'the lock is logged once, for an operator to find')
+  t.match(locks[0], { level: 'warn', budget: 'account at address', address: String, retryAfterSeconds: Number })
 })
 
 t.test('rate limits - many successful sign-ins from one address are never limited', async (t) => {
