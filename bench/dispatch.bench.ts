@@ -16,6 +16,7 @@
  * postgres://postgres@127.0.0.1:5432/test. Uses a fresh schema, dropped after.
  * BENCH_PRINTERS (50) printers on BENCH_HOSTS (5) hosts, BENCH_JOBS (500) jobs.
  */
+import { benchDatabaseUrl } from './support/database.js'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent } from 'node:http'
@@ -28,7 +29,7 @@ import { jsonClient } from './support/http.js'
 import { freePort, startProcess, stopProcess, waitForHttp, startServiceProcess } from './support/process.js'
 import { reportMeasurement, reportSkipped } from './support/report.js'
 
-const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+const databaseUrl = benchDatabaseUrl('dispatch')
 const printerCount = Number(process.env['BENCH_PRINTERS'] ?? 50)
 const hostCount = Number(process.env['BENCH_HOSTS'] ?? 5)
 const jobCount = Number(process.env['BENCH_JOBS'] ?? 500)

@@ -32,6 +32,7 @@
  * moved 3x between runs. That is the broker's own cost of one activation
  * without the service (no HTTP, no store, no verification).
  */
+import { benchDatabaseUrl } from './support/database.js'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
@@ -46,7 +47,7 @@ import { DisplaySimulator } from '../src/displays/simulator.js'
 // TCP_NODELAY on the limit's clients too, as the simulated displays set it.
 import { answerAtOnce } from '../src/displays/simulator-connection.js'
 
-const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+const databaseUrl = benchDatabaseUrl('displays')
 const displayCount = Number(process.env['BENCH_DISPLAYS'] ?? 1000)
 const inFlight = 32
 /** Rounds of one assignment to every display (BENCH_ROUNDS); the figure is the median of those after the first three. */

@@ -12,6 +12,7 @@
  * Needs PostgreSQL like bench/ingest (BENCH_DATABASE_URL, DATABASE_URL or the
  * local test database; a fresh schema, dropped after).
  */
+import { benchDatabaseUrl } from './support/database.js'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
@@ -23,7 +24,7 @@ import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds, startServ
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
 import { openWsClients } from './support/ws-clients.js'
 
-const databaseUrl = process.env['BENCH_DATABASE_URL'] ?? process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+const databaseUrl = benchDatabaseUrl('live')
 const clientCount = Number(process.env['BENCH_CLIENTS'] ?? 1000)
 const printerCount = 100
 /** Batches per second the bridges post; each one changes one printer, so one frame per client. */

@@ -124,7 +124,8 @@ const local = await startService(
     PRINTFARM_ADMIN_PASSWORD: admin.password,
     ...(databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl, DATABASE_SCHEMA: `bench_${randomBytes(5).toString('hex')}` }),
   }),
-  { logger: createLogger('warn') },
+  // Its log lines go to stderr: stdout carries only the benchmark's JSON records.
+  { logger: createLogger('warn', (line) => process.stderr.write(line + '\n')) },
 )
 try {
   await waitForHttp(port, '/readyz')

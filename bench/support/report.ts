@@ -6,7 +6,7 @@
  * and between runs on a busy one; the ratio figure / limit is what holds.
  *
  * Two outputs with the same numbers:
- * - stdout: one JSON line per record, so `npm run bench > out.jsonl` stays
+ * - stdout: one JSON line per record, so `npm run --silent bench > out.jsonl` stays
  *   machine-readable. A measurement's line carries `measurement`, `figure`,
  *   `unit`, `limit`, `limit_what`, `ratio` and `better`;
  * - stderr: one labelled line per record, for a person at the terminal:
@@ -36,8 +36,10 @@ export interface Measurement {
   /** Latency measured alongside the figure, and the limit's where it has one. */
   latency?: Latency
   limitLatency?: Latency
-  /** Short remarks for the human line: 'errors 3', 'goal >= 0.5 with p99 < 100 ms'. */
+  /** Short remarks for the human line: 'errors 3'. */
   notes?: string[]
+  /** The project's goal for this figure and whether this run met it: said next to the figure, and in the JSON (goal, goal_met). */
+  goal?: { what: string; met: boolean }
   /** Further fields for the JSON line only (CPU shares, counts, parameters). */
   details?: Record<string, unknown>
 }
@@ -91,6 +93,7 @@ export function measurementLine(m: Measurement): string {
     `limit (${m.limitWhat}): ${formatNumber(m.limit)} ${m.unit}`,
     `ratio ${formatRatio(ratio)} (${m.better} is better; 1.0 = the limit)`,
   ]
+  if (m.goal) parts.push(`goal ${m.goal.what}: ${m.goal.met ? 'met' : 'NOT MET'}`)
   if (m.latency) parts.push(m.limitLatency ? `${formatLatency(m.latency)} (limit ${formatLatency(m.limitLatency)})` : formatLatency(m.latency))
   for (const note of m.notes ?? []) parts.push(note)
   return parts.join(' | ')
@@ -111,6 +114,7 @@ export function reportMeasurement(m: Measurement): void {
     better: m.better,
     ...(m.latency ? { p50_ms: round(m.latency.p50Ms, 3), p99_ms: round(m.latency.p99Ms, 3) } : {}),
     ...(m.limitLatency ? { limit_p50_ms: round(m.limitLatency.p50Ms, 3), limit_p99_ms: round(m.limitLatency.p99Ms, 3) } : {}),
+    ...(m.goal ? { goal: m.goal.what, goal_met: m.goal.met } : {}),
     ...m.details,
   })
 }

@@ -25,3 +25,10 @@ t.test('bench report - a latency line says lower is better, and small ratios kee
   t.ok(Number.isNaN(ratioOf(1, 0)), 'no limit, no ratio')
   t.strictSame([formatNumber(148_123.4), formatNumber(12.44), formatNumber(0.4321)], ['148,123', '12.4', '0.432'])
 })
+
+t.test('bench report - a goal is said next to its figure, met or NOT MET, and in the JSON line', async (t) => {
+  const base = { bench: 'upload', name: '50 MB upload', figure: 60, limit: 100, unit: 'MB/s', limitWhat: 'fs alone', better: 'higher' } as const
+  t.match(measurementLine({ ...base, goal: { what: 'ratio >= 0.7', met: false } }), /\| goal ratio >= 0\.7: NOT MET$/)
+  t.match(measurementLine({ ...base, figure: 80, goal: { what: 'ratio >= 0.7', met: true } }), /\| goal ratio >= 0\.7: met$/)
+  t.notMatch(measurementLine(base), /goal/, 'no goal, nothing said')
+})
