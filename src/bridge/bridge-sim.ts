@@ -16,6 +16,11 @@
  *   (applied, or duplicate of an accepted one); a refused start is not
  *   printed.
  *
+ * Printers moved to or from its host (an admin's host assignment) are
+ * followed: every few polls it reads its host's printers again, takes up a
+ * printer newly assigned to it (at its new epoch, from the seqn the service
+ * holds) and lets go of an idle one assigned elsewhere.
+ *
  * Each thing it does is one log entry (`onLog`); the CLI writes them as JSON
  * lines, and tests count prints from them.
  */
@@ -46,7 +51,7 @@ export interface BridgeLogEntry {
   printer?: string
   job?: number
   task?: string
-  event: 'ready' | 'claimed' | 'claim_refused' | 'downloaded' | 'download_failed' | 'started' | 'start_refused' | 'progress' | 'finished' | 'command' | 'no_answer'
+  event: 'ready' | 'released' | 'claimed' | 'claim_refused' | 'downloaded' | 'download_failed' | 'started' | 'start_refused' | 'progress' | 'finished' | 'command' | 'no_answer'
   detail?: string
 }
 
@@ -74,6 +79,9 @@ interface TaskView {
 
 class NoAnswer extends Error {}
 
+/** Polls between two readings of the host's printers (a moved printer is followed within this many polls). */
+const refreshEvery = 5
+
 export class BridgeSimulator {
   readonly #o: Required<Omit<BridgeSimOptions, 'onLog'>> & { onLog: (entry: BridgeLogEntry) => void }
   readonly #printers = new Map<string, SimPrinter>()
@@ -97,15 +105,32 @@ export class BridgeSimulator {
 
   /** Reads the host's printers (and where each one's seqn stands), then runs until stop(). */
   async start(): Promise<void> {
+    await this.#refresh()
+    this.#loop = this.#run()
+  }
+
+  /** Takes up the printers assigned to this host (new ones, or at a new epoch) and lets go of idle ones assigned elsewhere. */
+  async #refresh(): Promise<void> {
     const config = await this.#call<{ printers: { id: string; assignment_epoch: number; host_id: string | null }[] }>('GET', `/v1/printer-config?host_id=${encodeURIComponent(this.#o.hostId)}&include_incomplete=true`)
-    for (const p of config.printers) {
-      if (p.host_id !== this.#o.hostId) continue
+    const mine = new Map(config.printers.filter((p) => p.host_id === this.#o.hostId).map((p) => [p.id, p]))
+    for (const [id, printer] of this.#printers) {
+      if (printer.busy !== undefined) continue
+      const now = mine.get(id)
+      if (now === undefined || now.assignment_epoch !== printer.epoch) {
+        this.#printers.delete(id)
+        this.#log({ event: 'released', printer: id, detail: now === undefined ? 'assigned to another host' : `now at epoch ${now.assignment_epoch}` })
+      }
+    }
+    const taken: SimPrinter[] = []
+    for (const p of mine.values()) {
+      if (this.#printers.has(p.id)) continue
       const state = await this.#call<{ printer: { last_seqn: number | null } }>('GET', `/v1/printers/${p.id}`)
-      this.#printers.set(p.id, { id: p.id, epoch: p.assignment_epoch, seqn: state.printer.last_seqn ?? -1, chain: Promise.resolve(), busy: undefined, lastEventAt: 0 })
+      const printer: SimPrinter = { id: p.id, epoch: p.assignment_epoch, seqn: state.printer.last_seqn ?? -1, chain: Promise.resolve(), busy: undefined, lastEventAt: 0 }
+      this.#printers.set(p.id, printer)
+      taken.push(printer)
       this.#log({ event: 'ready', printer: p.id, detail: `epoch ${p.assignment_epoch}, next seqn ${(state.printer.last_seqn ?? -1) + 1}` })
     }
-    await Promise.all([...this.#printers.values()].map((p) => this.#event(p, 'heartbeat', {})))
-    this.#loop = this.#run()
+    await Promise.all(taken.map((p) => this.#event(p, 'heartbeat', {})))
   }
 
   get printerIds(): string[] {
@@ -119,8 +144,9 @@ export class BridgeSimulator {
   }
 
   async #run(): Promise<void> {
-    while (!this.#stopped) {
+    for (let round = 1; !this.#stopped; round++) {
       try {
+        if (round % refreshEvery === 0) await this.#refresh()
         await this.#pollOnce()
         await this.#heartbeats()
       } catch (error) {

@@ -3,8 +3,9 @@
  * printers on 5 hosts, each host run by the reference bridge
  * (src/bridge/bridge-sim.ts), while the server is SIGKILLed and restarted
  * three times and frozen (SIGSTOP, then SIGCONT a few seconds later) twice,
- * at random moments. An operator loop assigns queued jobs to free printers
- * and verifies finished plates. At the end every job was printed exactly
+ * and printers are moved between hosts, at random moments. An operator loop
+ * assigns queued jobs to free printers, verifies finished plates and
+ * requeues a job whose claimed start a host move left unconfirmed. At the end every job was printed exactly
  * once, counted from the bridges' own logs: none started twice, none lost,
  * no printer ever ran two prints at once; and each finished run took its
  * grams from its printer's spool once (one ledger entry per job).
@@ -18,7 +19,7 @@ import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js'
 
-const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, freezes: 2, deadlineMs: 240_000 }
+const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, freezes: 2, moves: 6, deadlineMs: 240_000 }
 
 // Four starts of a child service and a few hundred prints: on PGlite minutes of what the real-services run
 // proves the same way. PRINTFARM_TEST_ALL=1 runs it in the embedded run too.
@@ -29,7 +30,7 @@ t.setTimeout(plan.deadlineMs + 120_000)
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
+t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOPs and 6 host moves: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
   const dataDir = tempDir(t)
   const env = { ...childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined), LOG_LEVEL: 'error' }
   // One address for every start: the bridges keep their URL across restarts, as behind a load balancer.
@@ -41,7 +42,14 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
   const modelId = await createModel(url, farm.admin)
   const fileId: string = (await upload(url, farm.admin, modelId, { name: 'chaos.3mf', bytes: bambuThreeMf() })).json.id
   const printers: string[] = []
-  for (let h = 0; h < plan.hosts; h++) for (let p = 0; p < plan.printersPerHost; p++) printers.push(await addPrinter(farm, `host-${h}`, { enabled: true }))
+  const hostOf = new Map<string, number>()
+  for (let h = 0; h < plan.hosts; h++) {
+    for (let p = 0; p < plan.printersPerHost; p++) {
+      const printer = await addPrinter(farm, `host-${h}`, { enabled: true })
+      printers.push(printer)
+      hostOf.set(printer, h)
+    }
+  }
   // A spool of the plate's white PLA in slot 0 of every printer: each finished run is charged to it.
   const material = (await request(url, '/v1/materials', { method: 'POST', headers: farm.admin, body: { name: 'PLA white', type: 'PLA', color_hex: '#FFFFFF' } })).json.id
   for (const printer of printers) {
@@ -50,7 +58,7 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
   }
   const jobIds: number[] = []
   for (let i = 0; i < plan.jobs; i++) {
-    const res = await request(url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: `chaos-${i}`, model_file_id: fileId } })
+    const res = await request(url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: `chaos-${i}`, model_file_id: fileId, print_options: { auto_assign: false } } })
     jobIds.push(res.json.id)
   }
 
@@ -67,6 +75,12 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
   // Freezes between the kills: a node that stops answering with its connections and transactions open.
   const freezeAt = Array.from({ length: plan.freezes }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.kills + 1)) + Math.floor(Math.random() * 10))
   const freezes: { afterStarted: number; ms: number }[] = []
+  // Host moves: the operator gives a printer no new job, and once it is idle (nothing dispatched,
+  // printing or waiting for its verdict) moves it to the next host. The jobs wait for the operator
+  // (auto_assign false), so nothing else gives it one meanwhile.
+  const moveAt = Array.from({ length: plan.moves }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.moves + 2)) + Math.floor(Math.random() * 10))
+  const moves: { printer: string; from: number; to: number }[] = []
+  const moving = new Set<string>()
   const deadline = Date.now() + plan.deadlineMs
   let succeeded = 0
   while (Date.now() < deadline) {
@@ -77,6 +91,24 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
       await delay(ms)
       process.kill(service.pid, 'SIGCONT')
     }
+    if (moves.length + moving.size < moveAt.length && started() >= moveAt[moves.length + moving.size]!) {
+      // One printer of each host in turn (index 11 apart on 50 printers of 10 a host).
+      const next = printers[((moves.length + moving.size) * 11) % printers.length]!
+      moving.add(next)
+    }
+    if (moving.size > 0) {
+      const busy = await holding(url, farm.admin).catch(() => undefined)
+      for (const printer of [...moving].filter((p) => busy !== undefined && !busy.has(p))) {
+        const from = hostOf.get(printer)!
+        const to = (from + 1) % plan.hosts
+        const moved = await request(url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: `host-${to}` } }).catch(() => undefined)
+        if (moved?.status === 200) {
+          hostOf.set(printer, to)
+          moves.push({ printer, from, to })
+          moving.delete(printer)
+        }
+      }
+    }
     if (kills.length < killAt.length && started() >= killAt[kills.length]!) {
       await delay(Math.random() * 300)
       kills.push({ afterStarted: started() })
@@ -85,7 +117,7 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
       farm = await openFarm(url)
     }
     try {
-      succeeded = await operate(url, farm.admin, printers)
+      succeeded = await operate(url, farm.admin, printers.filter((p) => !moving.has(p)))
     } catch {
       // The service is down or restarting: the operator tries again, like the bridges.
     }
@@ -94,6 +126,9 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
   }
   t.equal(kills.length, plan.kills, `the server was killed ${plan.kills} times (after ${kills.map((k) => k.afterStarted).join(', ')} starts)`)
   t.equal(freezes.length, plan.freezes, `the server was frozen ${plan.freezes} times (${freezes.map((f) => `${f.ms} ms after ${f.afterStarted} starts`).join(', ')})`)
+  t.equal(moves.length, plan.moves, `${plan.moves} printers were moved to another host (${moves.map((m) => `host-${m.from} → host-${m.to}`).join(', ')})`)
+  const printedAfterMove = moves.filter((m) => log.some((e) => e.event === 'started' && e.printer === m.printer && e.host === `host-${m.to}`)).length
+  t.comment(`${printedAfterMove} of the moved printers printed again on their new host`)
   t.equal(succeeded, plan.jobs, 'every job succeeded')
 
   const prints = new Map<number, number>()
@@ -132,19 +167,35 @@ t.test('dispatch chaos - 200 jobs, 50 printers, 3 SIGKILLs and 2 SIGSTOPs: every
   await service.stop()
 })
 
-/** One round of the operator: verify finished plates, assign queued jobs to free printers; answers how many succeeded. */
+async function list(url: string, admin: Record<string, string>, status: string[]) {
+  const res = await request(url, '/v1/print-jobs', { method: 'POST', headers: admin, body: { status, limit: 200 } })
+  if (res.status !== 200) throw new Error(`list: ${res.status}`)
+  return res.json as { jobs: { id: number; printer_id: string | null }[]; total: number }
+}
+
+/** The printers a job holds (dispatched, printing, paused, or waiting for the operator's verdict). */
+async function holding(url: string, admin: Record<string, string>): Promise<Set<string | null>> {
+  return new Set((await list(url, admin, ['dispatching', 'printing', 'paused', 'awaiting_verification'])).jobs.map((j) => j.printer_id))
+}
+
+/**
+ * One round of the operator: verify finished plates, requeue a job whose claimed start never came
+ * (a host move leaves such a claim unconfirmed: the bridge's start of the old epoch is refused, so
+ * it printed nothing), assign queued jobs to free printers; answers how many succeeded.
+ */
 async function operate(url: string, admin: Record<string, string>, printers: readonly string[]): Promise<number> {
-  const list = async (status: string[]) => {
-    const res = await request(url, '/v1/print-jobs', { method: 'POST', headers: admin, body: { status, limit: 200 } })
-    if (res.status !== 200) throw new Error(`list: ${res.status}`)
-    return res.json as { jobs: { id: number; printer_id: string | null }[]; total: number }
-  }
-  for (const job of (await list(['awaiting_verification'])).jobs) {
+  for (const job of (await list(url, admin, ['awaiting_verification'])).jobs) {
     await request(url, `/v1/printers/${job.printer_id}/ready`, { method: 'PATCH', headers: admin, body: { ready: true, job_id: job.id, event_type: 'operator:manual_verification:success' } })
   }
-  const holding = new Set((await list(['dispatching', 'printing', 'paused', 'awaiting_verification'])).jobs.map((j) => j.printer_id))
-  const free = printers.filter((p) => !holding.has(p))
-  const queued = (await list(['queued'])).jobs
+  const queue = await request(url, '/v1/queue?limit=200', { headers: admin })
+  for (const entry of (queue.json?.jobs ?? []) as { job: { id: number; status: string }; match: { reasons: { code: string }[] } }[]) {
+    if (entry.job.status === 'dispatching' && entry.match.reasons.some((r) => r.code === 'start_unconfirmed')) {
+      await request(url, `/v1/print-jobs/${entry.job.id}/status`, { method: 'PATCH', headers: admin, body: { status: 'queued' } })
+    }
+  }
+  const held = await holding(url, admin)
+  const free = printers.filter((p) => !held.has(p))
+  const queued = (await list(url, admin, ['queued'])).jobs
   await Promise.all(queued.slice(0, free.length).map((job, i) => request(url, `/v1/print-jobs/${job.id}/assign`, { method: 'POST', headers: admin, body: { printer_id: free[i] } })))
-  return (await list(['succeeded'])).total
+  return (await list(url, admin, ['succeeded'])).total
 }
