@@ -29,6 +29,10 @@ import { createHash, randomUUID } from 'node:crypto'
 export interface BridgeSimOptions {
   /** The service's base URL, e.g. http://127.0.0.1:8080. */
   url: string
+  /** Further nodes of the same service: a request that gets no answer is sent to the next one. */
+  otherUrls?: string[]
+  /** How long one request may take before it counts as no answer (default 30,000 ms). */
+  requestTimeoutMs?: number
   /** An API key with the bridge scopes (printers:read, printers:write, files:read, print:launch). */
   apiKey: string
   hostId: string
@@ -97,11 +101,18 @@ export class BridgeSimulator {
       pollMs: 1_000,
       heartbeatMs: 20_000,
       retryMs: 100,
+      requestTimeoutMs: 30_000,
+      otherUrls: [],
       onLog: () => undefined,
       ...options,
       url: options.url.replace(/\/+$/, ''),
     }
+    this.#urls = [this.#o.url, ...this.#o.otherUrls.map((u) => u.replace(/\/+$/, ''))]
   }
+
+  /** The nodes in the order tried; the one that answered last is first. */
+  #urls: string[]
+  #node = 0
 
   /** Reads the host's printers (and where each one's seqn stands), then runs until stop(). */
   async start(): Promise<void> {
@@ -314,6 +325,8 @@ export class BridgeSimulator {
         return await this.#once<T>(method, path, body)
       } catch (error) {
         if (!(error instanceof NoAnswer)) throw error
+        // No answer from this node (down, frozen, shutting down): the next one, if there is one.
+        this.#node = (this.#node + 1) % this.#urls.length
       }
       if (this.#stopped) throw new NoAnswer('stopped')
       await delay(wait)
@@ -323,11 +336,11 @@ export class BridgeSimulator {
   async #once<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response
     try {
-      res = await fetch(`${this.#o.url}${path}`, {
+      res = await fetch(`${this.#urls[this.#node]}${path}`, {
         method,
         headers: { 'x-api-key': this.#o.apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? null : JSON.stringify(body),
-        signal: AbortSignal.timeout(30_000),
+        signal: AbortSignal.timeout(this.#o.requestTimeoutMs),
       })
     } catch (error) {
       throw new NoAnswer(String(error))

@@ -30,13 +30,21 @@ t.setTimeout(plan.deadlineMs + 120_000)
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOPs and 6 host moves: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
+t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGlite), 3 SIGKILLs, 2 SIGSTOPs and 6 host moves: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
   const dataDir = tempDir(t)
-  const env = { ...childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined), LOG_LEVEL: 'error' }
-  // One address for every start: the bridges keep their URL across restarts, as behind a load balancer.
-  const port = await freePort()
-  let service: ChildService = await startChildService(t, { env, port })
-  const url = service.url
+  // Two nodes on one PostgreSQL and one Redis (the shard directory) in the real-services run; one on PGlite.
+  const nodeCount = usingRealPostgres() && process.env['REDIS_URL'] !== undefined ? 2 : 1
+  const env = { ...childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined), LOG_LEVEL: 'error', SHARD_LEASE_MS: '2000' }
+  // One address per node for every start: the bridges keep their URLs across restarts.
+  const ports = await Promise.all(Array.from({ length: nodeCount }, () => freePort()))
+  const startNode = (n: number) => startChildService(t, { env: { ...env, NODE_ID: `chaos-${n}` }, port: ports[n]! })
+  const nodes: ChildService[] = []
+  for (let n = 0; n < nodeCount; n++) nodes.push(await startNode(n))
+  const urls = nodes.map((node) => node.url)
+  // The operator talks to one node, and to the next when it does not answer.
+  let operatorNode = 0
+  let url = urls[operatorNode]!
+  const nextNode = () => void (url = urls[(operatorNode = (operatorNode + 1) % nodeCount)]!)
   let farm = await openFarm(url)
   const key = await request(url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'bridges', scopes: [...bridgeScopes] } })
   const modelId = await createModel(url, farm.admin)
@@ -63,7 +71,23 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOP
   }
 
   const log: BridgeLogEntry[] = []
-  const sims = Array.from({ length: plan.hosts }, (_, h) => new BridgeSimulator({ url, apiKey: key.json.key, hostId: `host-${h}`, printMs: 300, progressSteps: 1, pollMs: 150, retryMs: 50, onLog: (e) => log.push(e) }))
+  // Each bridge starts on a node of its own and goes to the other when that one does not answer.
+  const sims = Array.from(
+    { length: plan.hosts },
+    (_, h) =>
+      new BridgeSimulator({
+        url: urls[h % nodeCount]!,
+        otherUrls: urls.filter((_, n) => n !== h % nodeCount),
+        requestTimeoutMs: 5_000,
+        apiKey: key.json.key,
+        hostId: `host-${h}`,
+        printMs: 300,
+        progressSteps: 1,
+        pollMs: 150,
+        retryMs: 50,
+        onLog: (e) => log.push(e),
+      }),
+  )
   await Promise.all(sims.map((s) => s.start()))
   t.same(sims.map((s) => s.printerIds.length), Array(plan.hosts).fill(plan.printersPerHost), 'each bridge found its printers')
   t.teardown(() => Promise.all(sims.map((s) => s.stop())))
@@ -71,10 +95,10 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOP
   const started = () => log.filter((e) => e.event === 'started').length
   // Kill points spread over the run, each at a random moment after its mark.
   const killAt = Array.from({ length: plan.kills }, (_, i) => Math.floor(((i + 1) * plan.jobs) / (plan.kills + 1)) + Math.floor(Math.random() * 10))
-  const kills: { afterStarted: number }[] = []
+  const kills: { afterStarted: number; node: number }[] = []
   // Freezes between the kills: a node that stops answering with its connections and transactions open.
   const freezeAt = Array.from({ length: plan.freezes }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.kills + 1)) + Math.floor(Math.random() * 10))
-  const freezes: { afterStarted: number; ms: number }[] = []
+  const freezes: { afterStarted: number; ms: number; node: number }[] = []
   // Host moves: the operator gives a printer no new job, and once it is idle (nothing dispatched,
   // printing or waiting for its verdict) moves it to the next host. The jobs wait for the operator
   // (auto_assign false), so nothing else gives it one meanwhile.
@@ -86,10 +110,11 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOP
   while (Date.now() < deadline) {
     if (freezes.length < freezeAt.length && started() >= freezeAt[freezes.length]!) {
       const ms = 2_000 + Math.floor(Math.random() * 3_000)
-      freezes.push({ afterStarted: started(), ms })
-      process.kill(service.pid, 'SIGSTOP')
+      const node = (freezes.length + 1) % nodeCount
+      freezes.push({ afterStarted: started(), ms, node })
+      process.kill(nodes[node]!.pid, 'SIGSTOP')
       await delay(ms)
-      process.kill(service.pid, 'SIGCONT')
+      process.kill(nodes[node]!.pid, 'SIGCONT')
     }
     if (moves.length + moving.size < moveAt.length && started() >= moveAt[moves.length + moving.size]!) {
       // One printer of each host in turn (index 11 apart on 50 printers of 10 a host).
@@ -111,21 +136,23 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOP
     }
     if (kills.length < killAt.length && started() >= killAt[kills.length]!) {
       await delay(Math.random() * 300)
-      kills.push({ afterStarted: started() })
-      await service.kill()
-      service = await startChildService(t, { env, port })
-      farm = await openFarm(url)
+      const node = kills.length % nodeCount
+      kills.push({ afterStarted: started(), node })
+      await nodes[node]!.kill()
+      nodes[node] = await startNode(node)
+      farm = await openFarm(url).catch(() => farm)
     }
     try {
       succeeded = await operate(url, farm.admin, printers.filter((p) => !moving.has(p)))
     } catch {
-      // The service is down or restarting: the operator tries again, like the bridges.
+      // The node is down, frozen or restarting: the operator tries the other, like the bridges.
+      nextNode()
     }
     if (succeeded === plan.jobs) break
     await delay(100)
   }
-  t.equal(kills.length, plan.kills, `the server was killed ${plan.kills} times (after ${kills.map((k) => k.afterStarted).join(', ')} starts)`)
-  t.equal(freezes.length, plan.freezes, `the server was frozen ${plan.freezes} times (${freezes.map((f) => `${f.ms} ms after ${f.afterStarted} starts`).join(', ')})`)
+  t.equal(kills.length, plan.kills, `${nodeCount === 1 ? 'the node' : `one of ${nodeCount} nodes`} was killed ${plan.kills} times (${kills.map((k) => `node ${k.node} after ${k.afterStarted} starts`).join(', ')})`)
+  t.equal(freezes.length, plan.freezes, `${nodeCount === 1 ? 'the node' : `one of ${nodeCount} nodes`} was frozen ${plan.freezes} times (${freezes.map((f) => `node ${f.node} ${f.ms} ms after ${f.afterStarted} starts`).join(', ')})`)
   t.equal(moves.length, plan.moves, `${plan.moves} printers were moved to another host (${moves.map((m) => `host-${m.from} → host-${m.to}`).join(', ')})`)
   const printedAfterMove = moves.filter((m) => log.some((e) => e.event === 'started' && e.printer === m.printer && e.host === `host-${m.to}`)).length
   t.comment(`${printedAfterMove} of the moved printers printed again on their new host`)
@@ -164,7 +191,7 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, 3 SIGKILLs, 2 SIGSTOP
   t.ok([...entries.values()].every(([delta]) => delta === -11.66), "each with the plate's 11.66 g")
   t.comment(`claims refused ${log.filter((e) => e.event === 'claim_refused').length}, starts refused ${log.filter((e) => e.event === 'start_refused').length}`)
   await Promise.all(sims.map((s) => s.stop()))
-  await service.stop()
+  for (const node of nodes) await node.stop()
 })
 
 async function list(url: string, admin: Record<string, string>, status: string[]) {
