@@ -9,6 +9,7 @@ import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
+import { raceBehindRowLock } from '../../helpers/barrier.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -430,6 +431,33 @@ t.test('operator start - an unstarted task is confirmed by the operator: the job
   t.match(started.json, { success: true, job: { id: jobId, status: 'printing' }, task: { state: 'started' } })
   const none = await request(svc.url, `/v1/printers/${await onlinePrinter()}/operator-device-start`, { method: 'POST', headers: farm.admin })
   t.equal(none.json.error, 'no_task_to_start')
+})
+
+t.test("operator start - a task that changed between the start's look and its lock (cancelled, the job offered again) answers 409 no_task_to_start, not 500", { skip: !svc.config.databaseUrl && 'needs a second connection to PostgreSQL' }, async (t) => {
+  const printer = await onlinePrinter()
+  const { jobId, taskId } = await dispatched(printer)
+  await claim(taskId)
+  const again = randomUUID()
+  const [answer] = await raceBehindRowLock({
+    databaseUrl: svc.config.databaseUrl!,
+    schema: svc.config.databaseSchema,
+    // While the operator's start waits for the job: its task is cancelled and the job offered again
+    // to the same printer (a requeue and the next queue pass), committed when the lock is let go.
+    lock: async (tx) => {
+      await tx`select 1 from print_jobs where id = ${jobId} for update`
+      await tx`update printer_tasks set state = 'cancelled', ended_at = now(), end_reason = 'requeued' where id = ${taskId}`
+      await tx`
+        insert into printer_tasks (id, organization_id, job_id, printer_id, host_id, assignment_epoch, file_id, plate, state, offered_at, offer_expires_at)
+        select ${again}, organization_id, job_id, printer_id, host_id, assignment_epoch, file_id, plate, 'offered', now(), now() + interval '2 minutes' from printer_tasks where id = ${taskId}`
+      await tx`update print_jobs set printer_task_id = ${again} where id = ${jobId}`
+    },
+    racers: 1,
+    start: () => request(svc.url, `/v1/printers/${printer}/operator-device-start`, { method: 'POST', headers: farm.admin }),
+  })
+  t.equal(answer!.status, 409, answer!.text)
+  t.equal(answer!.json.error, 'no_task_to_start')
+  t.equal((await request(svc.url, `/v1/printer-tasks/${again}`, { headers: launch })).json.state, 'offered', 'the new offer is untouched')
+  t.equal((await job(jobId)).status, 'dispatching')
 })
 
 t.test('isolation - another organization sees none of these jobs or tasks', async (t) => {

@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
+import { raceBehindRowLock } from '../../helpers/barrier.js'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 import { until } from '../../helpers/poll.js'
@@ -122,6 +123,28 @@ t.test('printer_error - an OctoPrint printer saying Error gets no job, nor by ha
   t.same(await hostTasks(org), [], 'nothing was offered to the host')
   await send(org, printer, 'status', { current: { state: { text: 'Operational', flags: operational } } })
   await dispatchedTo(t, org, jobId, printer)
+})
+
+t.test("printer_not_ready - an operator's hold committed while a queue pass is placing the job is not ignored: the pass waits for the printer and sees it", { skip: !svc.config.databaseUrl && 'needs a second connection to PostgreSQL' }, async (t) => {
+  const org = await openOrg('holdrace')
+  const printer = await onlinePrinter(org)
+  const passes: { offered: number }[] = []
+  svc.services.queue.onPassed((organizationId, pass) => void (organizationId === org.id && passes.push(pass)))
+  let jobId = 0
+  await raceBehindRowLock({
+    databaseUrl: svc.config.databaseUrl!,
+    schema: svc.config.databaseSchema,
+    // The operator's hold, on the printer's row, committed when the lock is let go: the pass the new job
+    // starts plans with the printer ready, then must wait for the row and read it held.
+    lock: (tx) => tx`update printers set ready = false, ready_source = 'operator_override', ready_updated_at = now() where id = ${printer}`,
+    racers: 1,
+    start: async () => void (jobId = await createJob(org)),
+  })
+  await until(async () => passes.length, (n) => n > 0)
+  t.equal(passes.reduce((n, p) => n + p.offered, 0), 0, 'the pass offered nothing')
+  await waitsWith(t, org, jobId, printer, ['printer_not_ready'])
+  t.equal((await getJob(org, jobId)).status, 'queued', 'the held printer got no job')
+  t.same(await hostTasks(org), [], 'nothing was offered to its host')
 })
 
 t.test('printer_error - an acknowledged error no longer holds the printer back', async (t) => {
