@@ -7,7 +7,7 @@
  * the ledger entries it writes, never for a time.
  */
 import { randomUUID } from 'node:crypto'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { strToU8 } from 'fflate'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { deductFinishedJob, slotDraws } from '../../../src/inventory/deduction.js'
@@ -77,6 +77,26 @@ async function printing(printer: string, jobId?: number): Promise<{ jobId: numbe
   const claimed = await request(svc.url, `/v1/printer-tasks/${taskId}/claim`, { method: 'POST', headers: launch, body: { hostId: 'host-a', assignmentEpoch: 1 } })
   await send(printer, 'job:start', { jobId: id, printerTaskId: taskId, claimGeneration: claimed.json.claim_generation })
   return { jobId: id, taskId, mapping: assigned.json.task.ams_mapping }
+}
+
+/** A dispatched job on the printer that failed at 50 %, deducted, and given the operator's "failed" verdict. */
+async function failedHalfWay(t: Test, printer: string): Promise<number> {
+  const { jobId } = await printing(printer)
+  await send(printer, 'job:update', { progress: 50 })
+  await send(printer, 'job:finish', { result: 'failed' })
+  await deducted(jobId)
+  const verdict = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, event_type: 'operator:manual_verification:failed', failure_reason: 'spaghetti' } })
+  t.equal(verdict.status, 200)
+  return jobId
+}
+
+/** As if the job's deduction had not run yet (the node stopped after the commit that ended the run). */
+async function forgetDeduction(jobId: number, spool: string): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`delete from spool_ledger where job_id = ${jobId}`
+    await tx`update spools set remaining_g = initial_g where id = ${spool}`
+    await tx`update print_jobs set inventory_deducted_at = null, inventory_deducted_attempt = null where id = ${jobId}`
+  })
 }
 
 t.test('slot draws - grams per slot: whole when finished, by progress otherwise; shared slots summed; unmapped and unused skipped', async (t) => {
@@ -190,12 +210,7 @@ t.test('deduction - a job a bridge opened by itself has no mapping: marked, noth
 t.test('deduction - a failed job requeued under the same id prints again and is deducted again', async (t) => {
   const printer = await printerWithSlots()
   const white = await loadSpool(printer, 2)
-  const { jobId } = await printing(printer)
-  await send(printer, 'job:update', { progress: 50 })
-  await send(printer, 'job:finish', { result: 'failed' })
-  await deducted(jobId)
-  const verdict = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, event_type: 'operator:manual_verification:failed', failure_reason: 'spaghetti' } })
-  t.equal(verdict.status, 200)
+  const jobId = await failedHalfWay(t, printer)
   const requeued = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
   t.equal(requeued.status, 200)
   t.same(await deductFinishedJob(sql, farm.orgId, jobId, new Date()), [], 'queued again: nothing to deduct while it waits')
@@ -217,12 +232,7 @@ t.test('deduction - the sweep catches up on a job that ended without its deducti
   const { jobId } = await printing(printer)
   await send(printer, 'job:finish', { result: 'success' })
   await deducted(jobId)
-  // As if the node had stopped after the commit that ended the job, before its deduction.
-  await sql.begin(async (tx) => {
-    await tx`delete from spool_ledger where job_id = ${jobId}`
-    await tx`update spools set remaining_g = initial_g where id = ${white}`
-    await tx`update print_jobs set inventory_deducted_at = null, inventory_deducted_attempt = null where id = ${jobId}`
-  })
+  await forgetDeduction(jobId, white)
   t.equal(await remaining(white), 1000)
   await until(async () => (await ledger(white)).length === 1, 'the sweep deducts it', 30_000)
   t.match(await ledger(white), [{ delta_g: -11.66, job_id: jobId }])
@@ -233,18 +243,8 @@ t.test('deduction - the sweep catches up on a job that ended without its deducti
 t.test('deduction - a failed job requeued while its deduction is still pending is charged for the run that ended, once', async (t) => {
   const printer = await printerWithSlots()
   const white = await loadSpool(printer, 2)
-  const { jobId } = await printing(printer)
-  await send(printer, 'job:update', { progress: 50 })
-  await send(printer, 'job:finish', { result: 'failed' })
-  await deducted(jobId)
-  const verdict = await request(svc.url, `/v1/printers/${printer}/ready`, { method: 'PATCH', headers: farm.admin, body: { ready: true, event_type: 'operator:manual_verification:failed', failure_reason: 'spaghetti' } })
-  t.equal(verdict.status, 200)
-  // As if the deduction had not run yet (the node stopped after the commit that ended the run).
-  await sql.begin(async (tx) => {
-    await tx`delete from spool_ledger where job_id = ${jobId}`
-    await tx`update spools set remaining_g = initial_g where id = ${white}`
-    await tx`update print_jobs set inventory_deducted_at = null, inventory_deducted_attempt = null where id = ${jobId}`
-  })
+  const jobId = await failedHalfWay(t, printer)
+  await forgetDeduction(jobId, white)
   const requeued = await request(svc.url, `/v1/print-jobs/${jobId}/status`, { method: 'PATCH', headers: farm.admin, body: { status: 'queued' } })
   t.equal(requeued.status, 200, requeued.text)
   t.equal(requeued.json.status, 'queued')
