@@ -178,8 +178,10 @@ t.test("three nodes - SIGSTOP of an owner past its lease, then SIGCONT: the othe
   t.teardown(() => {
     if (!continued) process.kill(stalled.pid, 'SIGCONT')
   })
-  // The others see its leases run out and take the shards, each with a higher token.
-  await until(() => c.settled([a, b]), 'the survivors to take every shard', 30_000)
+  // The others see its leases run out and take the shards, each with a higher token. Bounded by the
+  // lease, then by PostgreSQL ending the stalled node's open transactions (fencedIdleTimeoutMs, 15 s),
+  // which a loaded two-core machine stretches: a bound on the wait, not a figure.
+  await until(() => c.settled([a, b]), 'the survivors to take every shard', 60_000)
   const raised = await c.sql<{ shard: number; token: string; owner: string }[]>`select shard, token, owner from shard_tokens where owner <> 'node-c'`
   t.ok(raised.some((r) => Number(r.token) > (tokensBefore.get(r.shard) ?? 0)), 'the shards were taken again with higher fencing tokens')
   process.kill(stalled.pid, 'SIGCONT')
