@@ -102,14 +102,15 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGl
   // Host moves: the operator gives a printer no new job, and once it is idle (nothing dispatched,
   // printing or waiting for its verdict) moves it to the next host. The jobs wait for the operator
   // (auto_assign false), so nothing else gives it one meanwhile.
-  const moveAt = Array.from({ length: plan.moves }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.moves + 2)) + Math.floor(Math.random() * 10))
+  const moveAt = Array.from({ length: plan.moves }, (_, i) => Math.floor(((i + 0.5) * plan.jobs) / (plan.moves + 4)) + Math.floor(Math.random() * 10))
   const moves: { printer: string; from: number; to: number }[] = []
   const moving = new Set<string>()
-  /** Moves each printer waiting for its move once nothing holds it. */
+  /** Moves each printer waiting for its move once nothing holds it; a node that does not answer (down, or its shards moving) is left for the other. */
   const moveIdle = async () => {
     if (moving.size === 0) return
     const busy = await holding(url, farm.admin).catch(() => undefined)
-    for (const printer of [...moving].filter((p) => busy !== undefined && !busy.has(p))) {
+    if (busy === undefined) return nextNode()
+    for (const printer of [...moving].filter((p) => !busy.has(p))) {
       const from = hostOf.get(printer)!
       const to = (from + 1) % plan.hosts
       const moved = await request(url, `/v1/printers/${printer}/host-assignment`, { method: 'PUT', headers: farm.admin, body: { hostId: `host-${to}` } }).catch(() => undefined)
@@ -117,9 +118,13 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGl
         hostOf.set(printer, to)
         moves.push({ printer, from, to })
         moving.delete(printer)
+      } else {
+        lastMoveFailure = moved === undefined ? 'no answer' : `${moved.status} ${moved.text.slice(0, 200)}`
+        nextNode()
       }
     }
   }
+  let lastMoveFailure = ''
   const deadline = Date.now() + plan.deadlineMs
   let succeeded = 0
   while (Date.now() < deadline) {
@@ -155,10 +160,11 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGl
     await delay(100)
   }
   // A move still waiting when the last job succeeded (its printer held the last prints): every printer is idle now.
-  for (let attempt = 0; attempt < 50 && moving.size > 0; attempt++) {
+  for (let attempt = 0; attempt < 300 && moving.size > 0; attempt++) {
     await moveIdle()
     if (moving.size > 0) await delay(100)
   }
+  if (moving.size > 0) t.comment(`moves not made: ${moving.size}; the last refusal: ${lastMoveFailure}`)
   t.equal(kills.length, plan.kills, `${nodeCount === 1 ? 'the node' : `one of ${nodeCount} nodes`} was killed ${plan.kills} times (${kills.map((k) => `node ${k.node} after ${k.afterStarted} starts`).join(', ')})`)
   t.equal(freezes.length, plan.freezes, `${nodeCount === 1 ? 'the node' : `one of ${nodeCount} nodes`} was frozen ${plan.freezes} times (${freezes.map((f) => `node ${f.node} ${f.ms} ms after ${f.afterStarted} starts`).join(', ')})`)
   t.equal(moves.length, plan.moves, `${plan.moves} printers were moved to another host (${moves.map((m) => `host-${m.from} → host-${m.to}`).join(', ')})`)
