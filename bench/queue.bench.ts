@@ -99,7 +99,8 @@ const service = await startService(
     PRESENCE_TIMEOUT_MS: '3600000',
     TASK_OFFER_TTL_S: '86400',
   }),
-  { logger: createLogger(process.env['BENCH_LOG_LEVEL'] === 'debug' ? 'debug' : 'warn') },
+  // Its log lines go to stderr: stdout carries only the benchmark's JSON records.
+  { logger: createLogger(process.env['BENCH_LOG_LEVEL'] === 'debug' ? 'debug' : 'warn', (line) => process.stderr.write(line + '\n')) },
 )
 const sql = postgres(databaseUrl, { max: 2, onnotice: () => undefined, connection: { search_path: schema } })
 try {
@@ -197,7 +198,7 @@ try {
     limitWhat: 'the same task rows and job updates by postgres.js alone, one transaction per round',
     better: 'higher',
     notes: [`${placed.toLocaleString('en-US')} jobs placed in ${(passMs / 1000).toFixed(2)} s of pass time over ${passes.length} passes; ${left!.n} could go on no printer`],
-    goal: { what: `all ${jobCount.toLocaleString('en-US')} jobs placed in under 5 s of pass time`, met: passMs < 5_000 },
+    goal: { what: `the ${jobCount.toLocaleString('en-US')}-job queue placed in under 5 s of pass time`, met: passMs < 5_000 },
   })
 
   // Matching, in memory, over the same data.
