@@ -57,7 +57,7 @@ export function printerStateOf(facts: PrinterFacts, state: PersistedPrinterState
     status,
     raw_status: state.rawStatus,
     maintenance: state.maintenance,
-    // The gate, as everywhere (DESIGN: `ready` is the gate); "can take a job now" is the queue's reasons.
+    // The gate, as everywhere (docs/printers-and-events.md, reading printers back); "can take a job now" is the queue's reasons.
     ready: facts.readyGate === 'open',
     ready_gate: facts.readyGate,
     error: state.error === null ? null : { code: state.error.code, message: state.error.message, at: iso(state.error.at) },

@@ -1,6 +1,6 @@
 /**
  * A dispatched print is one job, tracked to its end, whatever order the bridge's reports come in
- * (DESIGN section 14): a printer report that reads as printing may arrive before the bridge's
+ * (docs/print-jobs.md, taking a task): a printer report that reads as printing may arrive before the bridge's
  * `job:start {jobId, printerTaskId}` (a bridge that announces a start after seeing it) or after it,
  * in an earlier batch or in the same one. In every order, for each printer family's own word, the
  * task's job is the printer's job from the start on, holds the print's events, and `job:finish`
