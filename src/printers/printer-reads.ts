@@ -19,6 +19,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import type { DisplayStatus } from '../../protocol/display-status.js'
 import { decodeHistoryCursor, encodeHistoryCursor, type PrinterListQuery, type PrinterState } from '../../protocol/schemas/printer-state.js'
 import type { PrinterEventType } from '../../protocol/printer-events.js'
+import type { Sql, TransactionSql } from 'postgres'
 import type { Database } from '../storage/database.js'
 import { printerStateOfRow, statusOfRow, type PrinterRow } from './read-model.js'
 
@@ -65,7 +66,7 @@ export class PrinterReads {
       select ${classifiedColumns(sql)} from printers p left join printer_state s on s.printer_id = p.id
       where ${where} order by p.name, p.id`
     const now = this.#clock.now()
-    const matching = candidates.filter((r) => wanted.has(statusOfRow(withoutEmptyJob(r), now))).map((r) => r.id)
+    const matching = candidates.filter((r) => wanted.has(statusOfProjection(r, now))).map((r) => r.id)
     const page = matching.slice(offset, offset + limit)
     const rows =
       page.length === 0
@@ -96,7 +97,7 @@ export class PrinterReads {
     const byStatus = new Map<DisplayStatus, number>()
     let online = 0
     for (const row of rows) {
-      const status = statusOfRow(withoutEmptyJob(row), now)
+      const status = statusOfProjection(row, now)
       byStatus.set(status, (byStatus.get(status) ?? 0) + 1)
       if (row.online === true) online++
     }
@@ -151,14 +152,23 @@ export class PrinterReads {
   }
 }
 
-/** Just what the display status needs (a printer's whole state may be kilobytes). */
-const classifiedColumns = (sql: Database['sql']) => sql`
-  p.id, s.online,
+/**
+ * Just what the display status needs, of a printer_state row aliased `s` (a printer's whole state
+ * may be kilobytes): read it back with `statusOfProjection`. The queue reads its eligibility from it too.
+ */
+export const statusProjection = (sql: Sql | TransactionSql) => sql`
   jsonb_build_object(
     'lastSeenAt', s.state->'lastSeenAt', 'filamentRunout', s.state->'filamentRunout', 'maintenance', s.state->'maintenance',
     'error', s.state->'error', 'errors', s.state->'errors', 'phase', s.state->'phase',
     'job', jsonb_build_object('state', s.state->'job'->'state', 'endedAt', s.state->'job'->'endedAt')
-  ) as state`
+  )`
+
+const classifiedColumns = (sql: Database['sql']) => sql`p.id, s.online, ${statusProjection(sql)} as state`
+
+/** The display status of a row read with `statusProjection` as its state. */
+export function statusOfProjection(row: Pick<PrinterRow, 'state' | 'online'>, now: number): DisplayStatus {
+  return statusOfRow(withoutEmptyJob(row), now)
+}
 
 /** The narrow projection builds `job: {state: null, endedAt: null}` for a printer without a job. */
 function withoutEmptyJob<Row extends Pick<PrinterRow, 'state'>>(row: Row): Row {

@@ -7,7 +7,8 @@
  */
 import type { Sql, TransactionSql } from 'postgres'
 import type { QueueJob, QueuePrinter, QueueSlot, RequiredFilament } from '../../protocol/queue-match.js'
-import { statusOfRow } from '../printers/read-model.js'
+import { statusOfProjection, statusProjection } from '../printers/printer-reads.js'
+import type { PrinterRow } from '../printers/read-model.js'
 
 export interface WaitingJobRow {
   id: string | number
@@ -84,8 +85,8 @@ export interface QueuePrinterRow {
   ams: { position: number; materialType?: string | null; color?: string | null; materialId?: string | null }[] | null
   live_task_state: string | null
   last_assigned_at: Date | null
-  /** The part of the printer's state its display status is read from (statusOf). */
-  status_state: Record<string, unknown> | null
+  /** The part of the printer's state its display status is read from (src/printers/printer-reads.ts, statusProjection). */
+  status_state: PrinterRow['state']
   spools: { slot: number; remaining_g: number; material_id: string; type: string; color_hex: string | null }[] | null
 }
 
@@ -100,7 +101,7 @@ export async function queuePrinterRows(sql: Sql | TransactionSql, organizationId
     sql<Omit<QueuePrinterRow, 'live_task_state' | 'spools'>[]>`
       select p.id, p.enabled, p.host_id, p.assignment_epoch, p.ready, p.ready_source, p.model, p.capabilities, p.last_assigned_at,
         coalesce(s.online, false) as online, coalesce((s.state->>'maintenance')::boolean, false) as maintenance,
-        s.state->'job' as job, s.state->'ams' as ams, ${statusState(sql)} as status_state
+        s.state->'job' as job, s.state->'ams' as ams, ${statusProjection(sql)} as status_state
       from printers p left join printer_state s on s.printer_id = p.id
       where p.organization_id = ${organizationId} ${some === undefined ? sql`` : sql`and p.id = any(${some}::uuid[])`}
       order by p.id ${only?.lock === true ? sql`for update of p` : sql``}`,
@@ -120,24 +121,6 @@ export async function queuePrinterRows(sql: Sql | TransactionSql, organizationId
     list.push({ slot: spool.slot, remaining_g: Number(spool.remaining_g), material_id: spool.material_id, type: spool.type, color_hex: spool.color_hex })
   }
   return printers.map((p) => ({ ...p, live_task_state: taskOf.get(p.id) ?? null, spools: spoolsOf.get(p.id) ?? null }))
-}
-
-/**
- * The fields of a printer_state row (alias `s`) that its display status is read from, without
- * the temperatures and slots a status does not need.
- */
-export const statusState = (sql: Sql | TransactionSql) => sql`
-  case when s.state is null then null else jsonb_build_object('lastSeenAt', s.state->'lastSeenAt', 'phase', s.state->'phase', 'job', s.state->'job',
-    'error', s.state->'error', 'errors', s.state->'errors', 'filamentRunout', s.state->'filamentRunout', 'maintenance', s.state->'maintenance') end`
-
-/**
- * A printer's display status as eligibility reads it (WAITING, IDLE and COMPLETE may take a job).
- * `now` only tells COMPLETE from WAITING and a recent cancel (IDLE) from WAITING, all eligible.
- */
-export function statusOf(row: Pick<QueuePrinterRow, 'status_state' | 'online'>, now: number): QueuePrinter['status'] {
-  // A key whose value is JSON null is absent for the read model (normalizeState fills it).
-  const state = row.status_state === null ? null : Object.fromEntries(Object.entries(row.status_state).filter(([, v]) => v !== null))
-  return statusOfRow({ state: state as never, online: row.online }, now)
 }
 
 export async function queuePrinters(sql: Sql | TransactionSql, organizationId: string, now: number): Promise<QueuePrinter[]> {
@@ -160,7 +143,8 @@ export function queuePrinterOf(row: QueuePrinterRow, now: number): QueuePrinter 
     nozzleDiameter: typeof nozzle === 'number' && Number.isFinite(nozzle) ? nozzle : null,
     lastUsedAt: row.last_assigned_at === null ? null : row.last_assigned_at.getTime(),
     slots: slotsOf(row.ams ?? [], row.spools ?? []),
-    status: statusOf(row, now),
+    // `now` only tells COMPLETE and a recent cancel (IDLE) from WAITING: all three may take a job.
+    status: statusOfProjection({ state: row.status_state, online: row.online }, now),
   }
 }
 
