@@ -142,7 +142,7 @@ try {
   const farm = new FarmMcp(local.services)
   const tool = farm.tools.find((t) => t.spec.name === 'list_printers')!
   const [me] = await local.services.db.sql<{ user_id: string; organization_id: string }[]>`select user_id, organization_id from memberships limit 1`
-  const principal: Principal = { kind: 'oauth', userId: me!.user_id, clientId: 'bench', organizationId: me!.organization_id, role: 'admin', scopes: new Set(['printers:read']), tokenId: randomUUID() }
+  const principal: Principal = { kind: 'oauth', userId: me!.user_id, clientId: 'bench', organizationId: me!.organization_id, role: 'admin', scopes: new Set(['printers:read']), tokenId: randomUUID(), bridgeGrant: null }
   const inProcess = async (): Promise<void> => {
     const result = await tool.call({ limit: 20 }, principal, local.services, 'bench')
     if (!result.ok) throw new Error(`in-process call failed: ${JSON.stringify(result.body)}`)

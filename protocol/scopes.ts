@@ -26,8 +26,27 @@ export const consentScopes = [
 
 export type Scope = (typeof consentScopes)[number]
 
+/**
+ * The scopes that make a credential a bridge's: pairing a host and running the
+ * prints dispatched to it. Only an admin grants them (by verifying a pairing
+ * code, or by consenting for an application), and a credential granted them
+ * speaks for one host (src/auth/host-binding.ts).
+ */
+export const bridgeOnlyScopes = ['host:pair', 'print:launch'] as const satisfies readonly Scope[]
+
 /** OAuth client scopes (17): the consent scopes without host:pair and print:launch. */
-export const clientScopes = consentScopes.filter((s) => s !== 'host:pair' && s !== 'print:launch')
+export const clientScopes = consentScopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+
+/** Whether a set of granted scopes holds one of the bridge-only scopes. */
+export function holdsBridgeScope(scopes: Iterable<string>): boolean {
+  for (const s of scopes) if ((bridgeOnlyScopes as readonly string[]).includes(s)) return true
+  return false
+}
+
+/** The scopes a person with `role` may hold: the bridge-only scopes are an admin's. */
+export function scopesForRole(scopes: readonly string[], role: 'admin' | 'member'): string[] {
+  return role === 'admin' ? [...scopes] : scopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+}
 
 /**
  * What a bridge paired through an auth code may do (SPEC part 5, bridge

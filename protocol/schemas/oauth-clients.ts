@@ -105,7 +105,7 @@ export const RegisterClientBody = Type.Object(
     grant_types: Type.Optional(Type.Array(Type.Union([Type.Literal('authorization_code'), Type.Literal('refresh_token')]), { minItems: 1, maxItems: 2, uniqueItems: true })),
     response_types: Type.Optional(Type.Array(Type.Literal('code'), { minItems: 1, maxItems: 1 })),
     token_endpoint_auth_method: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('client_secret_post')], { description: 'none (default): a public client with PKCE; client_secret_post: a secret is issued.' })),
-    scope: Type.Optional(Type.String({ maxLength: 1000, description: 'Space-separated client scopes; all 17 when absent.' })),
+    scope: Type.Optional(Type.String({ maxLength: 1000, description: 'Space-separated scopes, any of the 19 consent scopes; the 17 client scopes when absent. host:pair and print:launch make the application a bridge: only an admin of the organization can grant them, and a grant of them speaks for one host.' })),
     client_uri: Type.Optional(HttpsUri),
     logo_uri: Type.Optional(HttpsUri),
     tos_uri: Type.Optional(HttpsUri),

@@ -27,7 +27,13 @@ export const SessionHandoffBody = Type.Object(
   {
     clientId: Type.String({ minLength: 1, maxLength: 200 }),
     redirectUri: Type.String({ minLength: 1, maxLength: 2048 }),
-    scopes: Type.Array(ConsentScope, { minItems: 1, maxItems: consentScopes.length, uniqueItems: true }),
+    scopes: Type.Array(ConsentScope, {
+      minItems: 1,
+      maxItems: consentScopes.length,
+      uniqueItems: true,
+      description:
+        "Scopes the client may not have are dropped. host:pair and print:launch are granted only by an admin of the organization and only for the API (not MCP); a member's consent leaves them out. invalid_scope when nothing is left.",
+    }),
     resource: Type.String({ maxLength: 2048, description: 'The resource the token is for (RFC 8707); "" for the API itself.' }),
     codeChallenge: Type.Optional(Type.String({ minLength: 43, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$', description: 'The PKCE S256 challenge the authorization request carries.' })),
   },
@@ -48,7 +54,7 @@ export const AuthorizeQuery = Type.Object(
     response_type: Type.String({ maxLength: 100 }),
     client_id: Type.String({ minLength: 1, maxLength: 200 }),
     redirect_uri: Type.String({ minLength: 1, maxLength: 2048 }),
-    scope: Type.Optional(Type.String({ maxLength: 1000, description: 'Space-separated scopes; the client\'s scopes when absent. Scopes the client may not have are dropped.' })),
+    scope: Type.Optional(Type.String({ maxLength: 1000, description: 'Space-separated scopes; the client\'s scopes when absent. Scopes the client may not have are dropped; host:pair and print:launch only for the API, and granted only when the person is an admin of the organization.' })),
     state: Type.Optional(Type.String({ maxLength: 2048 })),
     code_challenge: Type.Optional(Type.String({ maxLength: 200 })),
     code_challenge_method: Type.Optional(Type.String({ maxLength: 20 })),

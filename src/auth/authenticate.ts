@@ -5,6 +5,7 @@
  * the caller belongs to.
  */
 import { ServiceError } from '../../protocol/errors.js'
+import { scopesForRole } from '../../protocol/scopes.js'
 import type { Principal, RouteAuth } from '../http/route.js'
 import type { Queryable } from '../storage/database.js'
 import { membershipReader, type Membership } from './accounts.js'
@@ -41,13 +42,13 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
     }
     const standing = await oauthStanding(sql, claims)
     // The client's scopes today bound what its older tokens may still do.
-    const scopes = new Set([...claims.scopes].filter((s) => standing.clientScopes.includes(s)))
+    const scopes = new Set([...claims.scopes].filter((s) => standing.allowedScopes.includes(s)))
     const accepted = typeof auth.scope === 'string' ? [auth.scope] : auth.scope
     if (!accepted.some((s) => scopes.has(s))) {
       throw new ServiceError('insufficient_scope', `this route needs the scope ${accepted.join(' or ')}`)
     }
     if (auth.admin === true && standing.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may do this')
-    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes, tokenId: claims.tokenId }
+    return { kind: 'oauth', userId: claims.userId, clientId: claims.clientId, organizationId: claims.organizationId, role: standing.role, scopes, tokenId: claims.tokenId, bridgeGrant: claims.bridgeGrant }
   }
 
   async function withApiKey(auth: RouteAuth, presented: string, requested: string | undefined): Promise<Principal> {
@@ -105,12 +106,13 @@ export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys:
  * Whether an OAuth token still stands: not revoked (RFC 7009), its person a member of its organization
  * (with which role), its client enabled (or its agent identity not revoked), an organization's client
  * used only for that organization. Read on every request and by the live feed's sweep, so a change
- * takes effect at once. Clients whose id starts with `pfa_` are agent identities.
+ * takes effect at once. `allowedScopes`: what the client may have today and the person's role allows
+ * (host:pair and print:launch only while they are an admin). Clients whose id starts with `pfa_` are agent identities.
  */
 export async function oauthStanding(
   sql: Queryable,
   claims: { userId: string; clientId: string; organizationId: string; tokenId?: string },
-): Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }> {
+): Promise<{ role: 'admin' | 'member'; allowedScopes: readonly string[] }> {
   const client = claims.clientId.startsWith('pfa_')
     ? sql<{ is_enabled: boolean; scopes: string[]; organization_id: string | null }[]>`
         select (status <> 'pending' and revoked_at is null) as is_enabled, coalesce(scopes, '{}') as scopes, organization_id
@@ -127,7 +129,7 @@ export async function oauthStanding(
   if (row === undefined || !row.is_enabled) throw new ServiceError('unauthorized', "the access token's OAuth client is disabled or deleted")
   if (row.organization_id !== null && row.organization_id !== claims.organizationId) throw new ServiceError('unauthorized', "the access token's OAuth client belongs to another organization")
   if (person!.role === null) throw new ServiceError('unauthorized', "the access token's person is no longer a member of its organization")
-  return { role: person!.role, clientScopes: row.scopes }
+  return { role: person!.role, allowedScopes: scopesForRole(row.scopes, person!.role) }
 }
 
 /**

@@ -83,8 +83,11 @@ export type Principal =
   | { kind: 'user'; userId: string }
   | { kind: 'member'; userId: string; organizationId: string; role: 'admin' | 'member' }
   | { kind: 'api_key'; keyId: string; organizationId: string; scopes: ReadonlySet<string> }
-  /** A person acting through an OAuth client: the token's scopes, within what their role allows. */
-  | { kind: 'oauth'; userId: string; clientId: string; organizationId: string; role: 'admin' | 'member'; scopes: ReadonlySet<string>; tokenId: string }
+  /**
+   * A person acting through an OAuth client: the token's scopes, within what their role allows;
+   * `bridgeGrant` names the grant when it is a bridge's (it speaks for one host).
+   */
+  | { kind: 'oauth'; userId: string; clientId: string; organizationId: string; role: 'admin' | 'member'; scopes: ReadonlySet<string>; tokenId: string; bridgeGrant: string | null }
 
 export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
   readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>

@@ -68,7 +68,7 @@ export interface LiveServerOptions {
   /** The scopes of those API keys (by id) that still work; the open sockets' keys are checked with it every keyCheckMs. */
   currentKeys?: (ids: readonly string[]) => Promise<ReadonlyMap<string, ReadonlySet<string>>>
   /** Whether an OAuth token's person, role and client still stand (throws when not); checked like API keys. */
-  oauthStanding?: (claims: { userId: string; clientId: string; organizationId: string; tokenId: string }) => Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] }>
+  oauthStanding?: (claims: { userId: string; clientId: string; organizationId: string; tokenId: string }) => Promise<{ role: 'admin' | 'member'; allowedScopes: readonly string[] }>
   keyCheckMs?: number
   /** A paired bridge key speaks for one host (src/auth/host-binding.ts): rejects with a coded error for another host's topic. */
   checkHost?: (principal: Principal, hostId: string) => Promise<void>
@@ -453,7 +453,7 @@ export class LiveServer {
     if (open.length === 0) return
     this.#checkingOAuth = true
     try {
-      const answers = new Map<string, Promise<{ role: 'admin' | 'member'; clientScopes: readonly string[] } | undefined>>()
+      const answers = new Map<string, Promise<{ role: 'admin' | 'member'; allowedScopes: readonly string[] } | undefined>>()
       for (const socket of open) {
         const data = socket.getUserData()
         const principal = data.principal
@@ -468,7 +468,7 @@ export class LiveServer {
             }),
           )
         }
-        let now: { role: 'admin' | 'member'; clientScopes: readonly string[] } | undefined
+        let now: { role: 'admin' | 'member'; allowedScopes: readonly string[] } | undefined
         try {
           now = await answers.get(key)
         } catch (error) {
@@ -477,7 +477,7 @@ export class LiveServer {
           return
         }
         if (data.closed) continue
-        const scopes = now === undefined ? new Set<string>() : new Set([...principal.scopes].filter((s) => now.clientScopes.includes(s)))
+        const scopes = now === undefined ? new Set<string>() : new Set([...principal.scopes].filter((s) => now.allowedScopes.includes(s)))
         if (now === undefined || !scopes.has('printers:read')) {
           this.#counts.keyRevoked.inc()
           socket.end(liveCloseCodes.credentialExpired, "the OAuth token's client or person no longer stands, or it lost printers:read")

@@ -19,6 +19,8 @@ export interface OAuthGrant {
   scopes: readonly string[]
   /** The resource the token is for (RFC 8707); the API itself when absent. */
   audience?: string
+  /** The grant's id when it holds a bridge-only scope: its tokens speak for one host (src/auth/host-binding.ts). */
+  bridgeGrant?: string
 }
 
 export interface OAuthClaims {
@@ -28,6 +30,8 @@ export interface OAuthClaims {
   scopes: ReadonlySet<string>
   tokenId: string
   expiresAt: number
+  /** Set on the tokens of a bridge's grant (see OAuthGrant). */
+  bridgeGrant: string | null
 }
 
 /** What kind of token a bearer token says it is (read before verification, to choose the verifier; verification follows). */
@@ -61,7 +65,9 @@ export class OAuthAccessTokens {
   async issue(grant: OAuthGrant): Promise<{ token: string; tokenId: string; expiresIn: number }> {
     const { kid, key } = this.#keyring.signingKey()
     const tokenId = randomUUID()
-    const token = await new SignJWT({ token_use: 'oauth', client_id: grant.clientId, organization_id: grant.organizationId, scope: grant.scopes.join(' ') })
+    const claims: Record<string, string> = { token_use: 'oauth', client_id: grant.clientId, organization_id: grant.organizationId, scope: grant.scopes.join(' ') }
+    if (grant.bridgeGrant !== undefined) claims['bridge_grant'] = grant.bridgeGrant
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: signingAlgorithm, kid, typ: 'at+jwt' })
       .setIssuer(this.#issuer)
       .setAudience(grant.audience ?? this.#issuer)
@@ -90,6 +96,7 @@ export class OAuthAccessTokens {
         scopes: new Set(String(payload['scope']).split(' ').filter((s) => s !== '')),
         tokenId: payload.jti!,
         expiresAt: payload.exp!,
+        bridgeGrant: typeof payload['bridge_grant'] === 'string' ? payload['bridge_grant'] : null,
       }
     } catch {
       return undefined
@@ -127,6 +134,7 @@ export class OAuthAccessTokens {
         scopes: new Set(payload['scope'].split(' ').filter((s) => s !== '')),
         tokenId: payload.jti!,
         expiresAt: payload.exp!,
+        bridgeGrant: typeof payload['bridge_grant'] === 'string' ? payload['bridge_grant'] : null,
       }
     } catch (error) {
       if (error instanceof ServiceError) throw error

@@ -25,7 +25,7 @@ import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriMatches } from '../../protocol/redirect-uris.js'
 import type { AuthorizeQuery, SessionHandoffBody } from '../../protocol/schemas/oauth.js'
-import { isScope } from '../../protocol/scopes.js'
+import { bridgeOnlyScopes, isScope, scopesForRole } from '../../protocol/scopes.js'
 import { chooseOrganization } from '../auth/authenticate.js'
 import { membershipsOf } from '../auth/accounts.js'
 import type { Logger } from '../log.js'
@@ -75,6 +75,17 @@ export function narrowScopes(asked: string | undefined, allowed: readonly string
   return kept
 }
 
+/**
+ * What a client may be granted for a resource: its registered scopes, without the bridge-only ones for
+ * MCP (no MCP tool uses them, so an MCP token is never a bridge's). Whether the person may grant the
+ * bridge-only ones (an admin) is decided when the code is issued, for the organization chosen then.
+ */
+function grantable(clientScopes: readonly string[], resource: string): string[] {
+  return resource === '' ? [...clientScopes] : clientScopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+}
+
+const adminOnly = `${bridgeOnlyScopes.join(' and ')} let an application act as a bridge of the farm: only an admin of the organization can allow them`
+
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x) => b.includes(x))
 }
@@ -114,14 +125,17 @@ export class Authorization {
       throw new ServiceError('invalid_request', 'redirectUri is not one of the client\'s redirect URIs')
     }
     const resource = this.#resources.stored(body.resource)
-    const scopes = body.scopes.filter((s) => client.scopes.includes(s))
-    if (scopes.length === 0) throw new ServiceError('invalid_scope', `none of the scopes is one this client may have (${client.scopes.join(' ')})`)
+    const allowed = grantable(client.scopes, resource)
+    const scopes = body.scopes.filter((s) => allowed.includes(s))
+    if (scopes.length === 0) throw new ServiceError('invalid_scope', `none of the scopes is one this client may have here (${allowed.join(' ')})`)
     if (client.isPublic && body.codeChallenge === undefined) throw new ServiceError('invalid_request', 'a public client needs PKCE: send codeChallenge (S256)')
     const memberships = await membershipsOf(this.#sql, userId)
     const organization = chooseOrganization(memberships, requestedOrganization ?? client.organizationId ?? memberships[0]?.organizationId)
     if (client.organizationId !== null && client.organizationId !== organization.organizationId) {
       throw new ServiceError('invalid_request', "this client belongs to another organization: select the client's organization")
     }
+    // Said now, on the consent page, rather than as a code that cannot be issued.
+    if (scopesForRole(scopes, organization.role).length === 0) throw new ServiceError('invalid_scope', `${adminOnly}, and nothing else was asked for`)
     const handoff = `pfoh_${randomBytes(32).toString('base64url')}`
     await this.#sql`
       insert into oauth_handoffs (handoff_hash, user_id, organization_id, client_id, redirect_uri, scopes, resource, code_challenge, expires_at)
@@ -185,8 +199,8 @@ export class Authorization {
       throw new RedirectError('invalid_request', 'code_challenge must be 43-128 characters of [A-Za-z0-9._~-] (RFC 7636)')
     }
     if (client.isPublic && query.code_challenge === undefined) throw new RedirectError('invalid_request', 'a public client must use PKCE: send code_challenge with code_challenge_method=S256')
-    const scopes = narrowScopes(query.scope, client.scopes)
     const resource = this.#resources.stored(query.resource)
+    const scopes = narrowScopes(query.scope, grantable(client.scopes, resource))
     if (query.decision === 'deny') {
       this.#logger.info('oauth consent denied', { clientId: client.clientId })
       throw new RedirectError('access_denied', 'the person declined')
@@ -236,11 +250,16 @@ export class Authorization {
         organizationId = query.organization_id.toLowerCase()
       }
       if (client.organizationId !== null && client.organizationId !== organizationId) return 'organization' as const
+      // The bridge-only scopes are an admin's to grant: a member's consent leaves them out (the token's `scope` says so, RFC 6749 §3.3).
+      const [person] = await tx<{ role: 'admin' | 'member' }[]>`select role from memberships where user_id = ${row.user_id} and organization_id = ${organizationId}`
+      if (person === undefined) return 'organization' as const
+      const granted = scopesForRole(scopes, person.role)
+      if (granted.length === 0) return 'admin' as const
       await tx`
         insert into oauth_codes (code_hash, client_id, user_id, organization_id, redirect_uri, scopes, resource, code_challenge, expires_at)
-        values (${sha256(code)}, ${client.clientId}, ${row.user_id}, ${organizationId}, ${query.redirect_uri}, ${scopes}, ${resource},
+        values (${sha256(code)}, ${client.clientId}, ${row.user_id}, ${organizationId}, ${query.redirect_uri}, ${granted}, ${resource},
                 ${row.code_challenge}, now() + make_interval(secs => ${this.#codeTtlSeconds}))`
-      this.#logger.info('oauth authorization code issued', { clientId: client.clientId, userId: row.user_id, organizationId, scopes, resource: resource || 'api' })
+      this.#logger.info('oauth authorization code issued', { clientId: client.clientId, userId: row.user_id, organizationId, scopes: granted, resource: resource || 'api' })
       return 'issued' as const
     })
     if (outcome === 'unknown') throw new ServiceError('invalid_request', 'the handoff is unknown, expired or already used: sign in on the consent page again')
@@ -248,6 +267,7 @@ export class Authorization {
       throw new ServiceError('invalid_request', 'the handoff was made for another request (client, redirect_uri, scope, resource or code_challenge differ): sign in on the consent page again')
     }
     if (outcome === 'organization') throw new ServiceError('invalid_request', 'organization_id is not an organization of yours this client may act in')
+    if (outcome === 'admin') throw new ServiceError('invalid_scope', `${adminOnly}, and nothing else was asked for`)
     return code
   }
 

@@ -10,7 +10,7 @@ import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriProblem } from '../../protocol/redirect-uris.js'
 import type { CreateOAuthClientBody, OAuthClient, RegisterClientBody, RegisteredClient, UpdateOAuthClientBody } from '../../protocol/schemas/oauth-clients.js'
-import { clientScopes } from '../../protocol/scopes.js'
+import { clientScopes, consentScopes, isScope } from '../../protocol/scopes.js'
 import type { Logger } from '../log.js'
 
 interface ClientRow {
@@ -58,12 +58,16 @@ function isPlainHttpsUrl(value: string): boolean {
   }
 }
 
-/** The registered scope string as client scopes; absent means all of them, an unknown value is refused. */
+/**
+ * The scopes a self-registered client may ask for: any of the 19 consent scopes, so a bridge application
+ * can be granted host:pair and print:launch by an admin's consent; absent means the 17 client scopes
+ * (a bridge asks for its scopes by name). An unknown value is refused.
+ */
 function scopesOf(scope: string | undefined): string[] {
   if (scope === undefined || scope.trim() === '') return [...clientScopes]
   const asked = [...new Set(scope.trim().split(/\s+/))]
-  const unknown = asked.filter((s) => !(clientScopes as readonly string[]).includes(s))
-  if (unknown.length > 0) throw new ServiceError('invalid_client_metadata', `scope: ${unknown.slice(0, 5).join(', ')} is not a client scope (${clientScopes.join(' ')})`)
+  const unknown = asked.filter((s) => !isScope(s))
+  if (unknown.length > 0) throw new ServiceError('invalid_client_metadata', `scope: ${unknown.slice(0, 5).join(', ')} is not a scope of this service (${consentScopes.join(' ')})`)
   return asked
 }
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i

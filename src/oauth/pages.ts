@@ -7,6 +7,7 @@
  * lets only them run, connect only to this origin, and never be framed
  * (no clickjacking of the Allow button).
  */
+import { holdsBridgeScope } from '../../protocol/scopes.js'
 import type { ConsentRequest } from './authorization.js'
 
 export const pageSecurity = {
@@ -37,8 +38,8 @@ export const scopeWords: Readonly<Record<string, string>> = {
   'makes:write': 'Create and change makes and SKUs, order batches',
   'fleet:read': 'See hosts, bridges and status displays',
   'fleet:write': 'Change hosts, bridges and status displays',
-  'host:pair': 'Pair bridges with the farm',
-  'print:launch': 'Start prints on printers',
+  'host:pair': 'Act as the bridge of one host of the farm',
+  'print:launch': "Receive and start the prints sent to that host's printers",
 }
 
 const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
@@ -107,6 +108,9 @@ export function consentPage(request: ConsentRequest, resourceName: string): stri
   // A client that registered itself chose its own name and site: the page says so rather than vouching for them.
   const origin = client.organization_id === null ? '<p class="muted">Registered by the application itself: its name and site are its own words, not checked.</p>' : ''
   const site = client.client_uri === null ? '' : `<p class="muted">${escapeHtml(client.client_uri)}</p>`
+  const bridge = holdsBridgeScope(request.scopes)
+    ? '<p class="muted">Bridge access is allowed only by an admin of the organization; the application then acts only on the printers of the first host it speaks for. A member who allows gets the rest without it.</p>'
+    : ''
   let returnTo = request.redirect_uri
   try {
     const url = new URL(request.redirect_uri)
@@ -120,7 +124,7 @@ export function consentPage(request: ConsentRequest, resourceName: string): stri
 ${site}${origin}
 <h2>It asks to</h2>
 <ul>${scopes}</ul>
-<p class="muted">For ${escapeHtml(resourceName)}. Afterwards you go back to <strong>${escapeHtml(returnTo)}</strong>.</p>
+${bridge}<p class="muted">For ${escapeHtml(resourceName)}. Afterwards you go back to <strong>${escapeHtml(returnTo)}</strong>.</p>
 <form id="consent" autocomplete="on">
 <label>Email <input name="email" type="email" autocomplete="username" required maxlength="320"></label>
 <label>Password <input name="password" type="password" autocomplete="current-password" required maxlength="1024"></label>

@@ -23,6 +23,7 @@ import type { Queryable } from '../storage/database.js'
 import type { OAuthAccessTokens } from './access-tokens.js'
 import type { AgentIdentities } from './agent-identity.js'
 import { narrowScopes, verifierMatches } from './authorization.js'
+import { holdsBridgeScope, scopesForRole } from '../../protocol/scopes.js'
 import { revokeFamily } from './families.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
@@ -128,11 +129,11 @@ export class TokenEndpoint {
       }
       const familyId = randomUUID()
       await tx`update oauth_codes set used_at = now(), family_id = ${familyId} where code_hash = ${sha256(body.code!)}`
-      const grant = await this.#current(tx, client, code)
-      const issued = await this.#issue(tx, client, grant, familyId, body.scope)
+      const current = await this.#current(tx, client, code)
+      const issued = await this.#issue(tx, client, current, familyId, body.scope)
       await tx`update oauth_codes set access_jti = ${issued.tokenId}, access_expires_at = now() + make_interval(secs => ${issued.token.expires_in})
         where code_hash = ${sha256(body.code!)}`
-      return { token: issued.token, grant }
+      return { token: issued.token, grant: current.grant }
     })
     if ('error' in outcome) throw new ServiceError('invalid_grant', outcome.error!)
     const { userId, organizationId } = outcome.grant
@@ -161,8 +162,8 @@ export class TokenEndpoint {
         throw new ServiceError('invalid_target', 'resource differs from the one the authorization was given for')
       }
       await tx`update oauth_refresh_tokens set rotated_at = now() where id = ${row.id}`
-      const grant = await this.#current(tx, client, row)
-      return { token: (await this.#issue(tx, client, grant, row.family_id, body.scope)).token, grant }
+      const current = await this.#current(tx, client, row)
+      return { token: (await this.#issue(tx, client, current, row.family_id, body.scope)).token, grant: current.grant }
     })
     if ('error' in outcome) throw new ServiceError('invalid_grant', outcome.error!)
     const { userId, organizationId } = outcome.grant
@@ -170,19 +171,30 @@ export class TokenEndpoint {
     return outcome.token
   }
 
-  /** The grant as it stands today: the person still a member, the scopes the client still has. */
-  async #current(tx: Queryable, client: GrantClient, grant: Grant): Promise<Grant> {
-    const [member] = await tx`select 1 from memberships where user_id = ${grant.userId} and organization_id = ${grant.organizationId}`
+  /**
+   * The grant as it stands today: the person still a member, the scopes the client still has (kept by
+   * the refresh token), and of those what the person's role allows now (the bridge-only scopes while
+   * they are an admin), which is what the access token gets.
+   */
+  async #current(tx: Queryable, client: GrantClient, grant: Grant): Promise<{ grant: Grant; allowed: string[] }> {
+    const [member] = await tx<{ role: 'admin' | 'member' }[]>`select role from memberships where user_id = ${grant.userId} and organization_id = ${grant.organizationId}`
     if (member === undefined) throw new ServiceError('invalid_grant', 'the person who signed in is no longer a member of the organization')
     const scopes = grant.scopes.filter((s) => client.scopes.includes(s))
     if (scopes.length === 0) throw new ServiceError('invalid_scope', 'the client may no longer have any of the scopes granted')
-    return { ...grant, scopes }
+    const allowed = scopesForRole(scopes, member.role)
+    if (allowed.length === 0) throw new ServiceError('invalid_scope', 'only an admin of the organization may hold host:pair and print:launch, and nothing else was granted')
+    return { grant: { ...grant, scopes }, allowed }
   }
 
-  /** An access token (narrowed to `asked` when given) and, for clients that refresh, the family's next refresh token. */
-  async #issue(tx: Queryable, client: GrantClient, grant: Grant, familyId: string, asked: string | undefined): Promise<{ token: Token; tokenId: string }> {
-    const scopes = narrowScopes(asked, grant.scopes)
-    const access = await this.#tokens.issue({ ...grant, scopes, audience: this.#resources.audience(grant.resource) })
+  /**
+   * An access token (narrowed to `asked` when given) and, for clients that refresh, the family's next
+   * refresh token. A grant holding a bridge-only scope is a bridge's: every token of it names the grant
+   * (`bridge_grant`), by which it is bound to one host, whatever its own narrowed scopes.
+   */
+  async #issue(tx: Queryable, client: GrantClient, current: { grant: Grant; allowed: string[] }, familyId: string, asked: string | undefined): Promise<{ token: Token; tokenId: string }> {
+    const { grant } = current
+    const scopes = narrowScopes(asked, current.allowed)
+    const access = await this.#tokens.issue({ ...grant, scopes, audience: this.#resources.audience(grant.resource), ...(holdsBridgeScope(grant.scopes) ? { bridgeGrant: familyId } : {}) })
     const token: Token = { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: scopes.join(' ') }
     if (client.grantTypes.includes('refresh_token')) {
       const refresh = refreshPrefix + randomBytes(32).toString('base64url')

@@ -9,7 +9,7 @@
 import { Type } from '@sinclair/typebox'
 import { ServiceError } from '../../protocol/errors.js'
 import { agentClaimGrant, grantTypes } from '../../protocol/schemas/oauth.js'
-import { clientScopes } from '../../protocol/scopes.js'
+import { clientScopes, consentScopes } from '../../protocol/scopes.js'
 import { signingAlgorithm } from '../auth/keyring.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { claimPollInterval } from '../oauth/agent-identity.js'
@@ -20,8 +20,9 @@ const cached = { 'cache-control': 'public, max-age=300' }
 const Document = (title: string) => Type.Object({}, { additionalProperties: true, title })
 
 /**
- * scopes_supported lists the 17 client scopes: host:pair and print:launch belong to paired bridges' API
- * keys and no OAuth client or agent can be granted them.
+ * scopes_supported lists the 19 consent scopes: host:pair and print:launch are granted by an admin's
+ * consent to a bridge application (for the API; the MCP resource lists the 17 client scopes, which
+ * are all its tools use).
  */
 function authorizationServer(base: string): Record<string, unknown> {
   const resources = protectedResource(base, base, 'printfarm API')
@@ -38,7 +39,7 @@ function authorizationServer(base: string): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post'],
-    scopes_supported: [...clientScopes],
+    scopes_supported: [...consentScopes],
     service_documentation: `${base}/openapi.json`,
     authorization_response_iss_parameter_supported: true,
     agent_auth: {
@@ -63,7 +64,7 @@ function protectedResource(base: string, resource: string, name: string): Record
     authorization_servers: [base],
     bearer_methods_supported: ['header'],
     resource_signing_alg_values_supported: [signingAlgorithm],
-    scopes_supported: [...clientScopes],
+    scopes_supported: resource === base ? [...consentScopes] : [...clientScopes],
     resource_documentation: `${base}/openapi.json`,
   }
 }

@@ -84,7 +84,7 @@ async function verify(svc: Services, token: string, requestId: string): Promise<
   } catch (error) {
     throw new OAuthError('invalid_token', error instanceof ServiceError ? error.message : 'the access token no longer stands')
   }
-  const scopes = [...claims.scopes].filter((s) => standing.clientScopes.includes(s))
+  const scopes = [...claims.scopes].filter((s) => standing.allowedScopes.includes(s))
   const principal: Principal = {
     kind: 'oauth',
     userId: claims.userId,
@@ -93,6 +93,7 @@ async function verify(svc: Services, token: string, requestId: string): Promise<
     role: standing.role,
     scopes: new Set(scopes),
     tokenId: claims.tokenId,
+    bridgeGrant: claims.bridgeGrant,
   }
   return { token, clientId: claims.clientId, scopes, expiresAt: claims.expiresAt, resource: new URL(resources.mcp), extra: { principal, requestId } }
 }
@@ -193,7 +194,7 @@ function watchStream(svc: Services, body: Readable, ending: AbortController, sig
       oauthStanding(svc.db.sql, claims).then(
         (standing) => {
           failures = 0
-          if (needs.some((s) => !standing.clientScopes.includes(s))) end()
+          if (needs.some((s) => !standing.allowedScopes.includes(s))) end()
         },
         (error: unknown) => {
           if (error instanceof ServiceError || ++failures >= standingCheckFailures) end()

@@ -70,7 +70,8 @@ export const registerClientRoute = defineRoute({
     '`client_secret_expires_at` 0). Redirect URIs as for organization clients: https, http on a loopback host (any port), or a private-use ' +
     'scheme with a dot. Besides the fields below, the other RFC 7591 §2 metadata (contacts, tos_uri, policy_uri, jwks_uri, jwks, software_id, ' +
     'software_version, software_statement) and application_type are accepted and echoed; any other field is refused. Errors: ' +
-    '`invalid_redirect_uri`, `invalid_client_metadata` (RFC 7591 §3.2.2). OAUTH_REGISTRATIONS_PER_ADDRESS registrations per address in 15 minutes.',
+    '`invalid_redirect_uri`, `invalid_client_metadata` (RFC 7591 §3.2.2). OAUTH_REGISTRATIONS_PER_ADDRESS registrations per address in 15 minutes. ' +
+    '`scope` may name any of the 19 consent scopes (the 17 client scopes when absent): a bridge application asks for host:pair and print:launch.',
   tags: ['oauth'],
   auth: { kind: 'public', reason: 'an application registers itself before anyone signs in through it (RFC 7591); rate-limited per address' },
   errorBody: 'oauth',
@@ -94,7 +95,9 @@ export const sessionHandoffRoute = defineRoute({
   description:
     'The consent page calls it after signing in. The handoff binds the client, the redirect URI, the scopes (kept: those the client may have), ' +
     'the resource ("" for the API, or the MCP endpoint) and the PKCE code challenge (required for public clients); GET /v1/oauth/authorize must ' +
-    'repeat them exactly. The organization is x-organization-id, else the client\'s own organization, else your first. Valid 300 s, single use.',
+    'repeat them exactly. The organization is x-organization-id, else the client\'s own organization, else your first. Valid 300 s, single use. ' +
+    'host:pair and print:launch (a bridge application\'s) are granted only for the API and only by an admin of the organization: a member\'s code ' +
+    'leaves them out, and a member asked for nothing else gets invalid_scope. A grant holding them speaks for one host, like a paired key.',
   tags: ['oauth'],
   auth: { kind: 'user' },
   errorBody: 'oauth',

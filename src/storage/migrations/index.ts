@@ -21,6 +21,7 @@ import { oauthClients } from './0015-oauth-clients.js'
 import { oauthGrants } from './0016-oauth-grants.js'
 import { eventPayloadJson } from './0017-event-payload-json.js'
 import { pairedKeys } from './0018-paired-keys.js'
+import { oauthHostBindings } from './0019-oauth-host-bindings.js'
 
 export interface Migration {
   readonly version: number
@@ -28,4 +29,4 @@ export interface Migration {
   readonly up: string
 }
 
-export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants, eventPayloadJson, pairedKeys]
+export const migrations: readonly Migration[] = [serviceMeta, accounts, apiKeys, printers, printerEvents, displays, shardTokens, printerReadModel, modelsFiles, materials, printJobs, inventory, queue, makesSkus, oauthClients, oauthGrants, eventPayloadJson, pairedKeys, oauthHostBindings]

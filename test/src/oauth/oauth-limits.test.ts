@@ -145,7 +145,7 @@ t.test('session handoff - every field at its bounds: scopes 1-19 unique consent 
 
   for (const [what, change] of [
     ['one scope', {}],
-    ['all 19 consent scopes (the client keeps its 17)', { scopes: all19 }],
+    ['all 19 consent scopes (a client registered with the 17 keeps its 17)', { scopes: all19 }],
     ['a codeChallenge of 43', { codeChallenge: 'a'.repeat(43) }],
     ['a codeChallenge of 128', { codeChallenge: 'A-._~'.repeat(25) + 'abc' }],
     ['a registered redirectUri of 2048', { clientId: longClient.client_id, redirectUri: longRedirect }],
@@ -704,7 +704,7 @@ t.test('discovery - the metadata documents have every field SPEC requires; the a
   t.same(meta.grant_types_supported, ['authorization_code', 'refresh_token', jwtBearer, claimGrant])
   t.same(meta.code_challenge_methods_supported, ['S256'])
   t.same(meta.token_endpoint_auth_methods_supported, ['none', 'client_secret_post'])
-  t.equal(meta.scopes_supported.length, 17, 'the 17 client scopes (host:pair and print:launch are for bridges only)')
+  t.equal(meta.scopes_supported.length, 19, 'the 19 consent scopes (host:pair and print:launch granted by an admin to a bridge application)')
   t.type(meta.agent_auth, 'object')
   t.notOk(Array.isArray(meta.agent_auth), 'agent_auth is an object')
   t.match(meta.agent_auth, { identity_endpoint: `${url}/agent/identity`, grant_type: claimGrant })
