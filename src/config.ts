@@ -33,6 +33,8 @@ export interface Config {
   corsOrigins: '*' | readonly string[]
   /** Reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client (src/http/client-address.ts). */
   trustedProxies: readonly string[]
+  /** Every JSON answer checked against its route's response schema; a mismatch answers 500 (tests and development, src/http/response-check.ts). */
+  checkResponses: boolean
   /** log2 of scrypt's N for new password hashes (src/auth/passwords.ts). */
   passwordHashCost: number
   adminEmail: string | undefined
@@ -178,6 +180,7 @@ export const configVariables = [
   'FILES_S3_SECRET_ACCESS_KEY',
   'FILES_S3_PREFIX',
   'FILES_S3_PATH_STYLE',
+  'CHECK_RESPONSES',
 ] as const
 
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
@@ -242,6 +245,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
 
   const trustedProxies = (read('TRUSTED_PROXIES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)
   problems.push(...trustedProxyProblems(trustedProxies))
+  const checkResponsesRaw = read('CHECK_RESPONSES') ?? 'false'
+  if (checkResponsesRaw !== 'true' && checkResponsesRaw !== 'false') problems.push(`CHECK_RESPONSES must be 'true' or 'false', got '${checkResponsesRaw}'`)
 
   const corsRaw = read('CORS_ORIGINS')
   let corsOrigins: '*' | string[] = []
@@ -341,6 +346,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     logLevel,
     corsOrigins,
     trustedProxies,
+    checkResponses: checkResponsesRaw === 'true',
     passwordHashCost,
     adminEmail,
     adminPassword,

@@ -7,7 +7,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { errorCodes, type ErrorCode } from '../protocol/errors.js'
 import { ErrorBodySchema } from '../protocol/schemas/common.js'
 import { ErrorOnlySchema } from '../protocol/schemas/api-keys.js'
-import type { Route, RouteSchemas } from './http/route.js'
+import type { Responses, Route, RouteSchemas } from './http/route.js'
 import { renderRouteTable } from './route-table.js'
 import { apiVersion } from './version.js'
 
@@ -88,7 +88,7 @@ export function buildOpenApiDocument(routes: readonly Route<RouteSchemas, unknow
   const paths: Record<string, Record<string, Json>> = {}
   for (const route of routes) {
     const responses: Record<string, Json> = {}
-    for (const [status, doc] of Object.entries(route.responses)) {
+    for (const [status, doc] of Object.entries(route.responses as Responses)) {
       responses[status] = {
         description: doc.description,
         ...(doc.schema ? { content: { [doc.contentType ?? 'application/json']: { schema: plain(doc.schema) } } } : {}),

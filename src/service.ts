@@ -174,6 +174,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       requestTimeoutMs: config.requestTimeoutMs,
       corsOrigins: config.corsOrigins,
       trustedProxies: config.trustedProxies,
+      checkResponses: config.checkResponses,
       logger,
       metrics: core.metrics,
       routes,

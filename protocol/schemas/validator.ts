@@ -20,12 +20,12 @@ import type { TSchema, Static } from '@sinclair/typebox'
 // ajv-formats is CommonJS with a default export; under NodeNext it arrives as .default.
 const addFormats = addFormatsModule.default
 
-function makeAjv(): Ajv {
+function makeAjv(useDefaults = true): Ajv {
   const ajv = new Ajv({
     strict: true,
     allErrors: false,
     coerceTypes: false,
-    useDefaults: true,
+    useDefaults,
     removeAdditional: false,
     // TypeBox keeps its metadata under symbol keys; these string keywords are
     // informational only and must not fail strict mode.
@@ -40,6 +40,8 @@ function makeAjv(): Ajv {
 
 const ajv = makeAjv()
 const nodeCallAjv = makeAjv()
+/** Answers are checked as they are, never filled in: a default the handler left out is a mismatch. */
+const responseAjv = makeAjv(false)
 
 /** The classes MessagePack decodes to: its timestamp extension to a Date, bin to a Uint8Array. */
 const decodedClasses = { Date, Uint8Array } as const
@@ -70,6 +72,11 @@ function wrap<T>(fn: ValidateFunction, where: string): Validator<T> {
 
 export function compileBodyValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
   return wrap(ajv.compile(schema), 'body')
+}
+
+/** An answer's JSON (as the client will parse it) against its route's response schema (src/http/response-check.ts). */
+export function compileResponseValidator<S extends TSchema>(schema: S): Validator<Static<S>> {
+  return wrap(responseAjv.compile(schema), 'response')
 }
 
 /** A node-to-node call's arguments or result, as MessagePack decoded them; `where` names it in the reason. */

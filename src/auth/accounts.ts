@@ -1,40 +1,27 @@
 /**
- * Users, organizations and memberships in the store (DESIGN section 9).
+ * Users, organizations and memberships in the store.
  * Every function takes the connection or transaction to run on, so callers
  * compose them into one transaction where a change must be all-or-nothing.
  */
 import { randomBytes } from 'node:crypto'
+import type { Static } from '@sinclair/typebox'
 import { ServiceError } from '../../protocol/errors.js'
+import type { MemberSchema, OrganizationSchema, Role as RoleSchema, UserSchema } from '../../protocol/schemas/accounts.js'
 import type { Logger } from '../log.js'
 import type { Queryable } from '../storage/database.js'
 import { hashPassword } from './passwords.js'
 import { perTurn } from '../per-turn.js'
 
-export type Role = 'admin' | 'member'
-
-export interface User {
-  id: string
-  email: string
-  createdAt: string
-}
-
-export interface Organization {
-  id: string
-  name: string
-  createdAt: string
-}
+// The answers' own types: the schemas the routes publish are the one definition.
+export type Role = Static<typeof RoleSchema>
+export type User = Static<typeof UserSchema>
+export type Organization = Static<typeof OrganizationSchema>
+export type Member = Static<typeof MemberSchema>
 
 export interface Membership {
   organizationId: string
   name: string
   role: Role
-}
-
-export interface Member {
-  userId: string
-  email: string
-  role: Role
-  joinedAt: string
 }
 
 export const emailKey = (email: string): string => email.trim().toLowerCase()
@@ -127,7 +114,7 @@ export async function roleIn(sql: Queryable, userId: string, organizationId: str
 export async function createOrganization(sql: Queryable, name: string, adminUserId: string): Promise<Organization> {
   const [org] = await sql<{ id: string; created_at: Date }[]>`insert into organizations (name) values (${name}) returning id, created_at`
   await sql`insert into memberships (organization_id, user_id, role) values (${org!.id}, ${adminUserId}, 'admin')`
-  return { id: org!.id, name, createdAt: org!.created_at.toISOString() }
+  return { id: org!.id, name, role: 'admin', createdAt: org!.created_at.toISOString() }
 }
 
 export async function listMembers(sql: Queryable, organizationId: string): Promise<Member[]> {

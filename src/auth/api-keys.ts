@@ -10,12 +10,13 @@
  * expired, re-scoped or deleted stops working at once on the node that made
  * the change and within 5 s on every other node.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { ApiKeyRecord } from '../../protocol/schemas/api-keys.js'
 import type { Logger } from '../log.js'
 import type { Sql } from 'postgres'
 import type { Queryable } from '../storage/database.js'
+import { sha256 } from '../secrets/digest.js'
 
 const keyPattern = /^pfk_([0-9a-f]{10})_([A-Za-z0-9_-]{43})$/
 export const cacheTtlMs = 5_000
@@ -26,7 +27,6 @@ export function newApiKey(): { key: string; prefix: string; hash: Buffer } {
   return { key, prefix, hash: sha256(key) }
 }
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 
 interface Row {
   id: string

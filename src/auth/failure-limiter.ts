@@ -8,6 +8,8 @@
  * node count, which still keeps guessing hopeless at these limits. Memory is
  * bounded: past maxKeys the oldest windows are dropped first.
  */
+import { ServiceError } from '../../protocol/errors.js'
+
 export interface FailureLimit {
   /** Failures allowed per window. */
   limit: number
@@ -103,6 +105,11 @@ export class FailureLimiter {
  * household or host usually holds a whole /64, and rotating through it must
  * not multiply the budget). IPv4-mapped IPv6 counts as its IPv4 address.
  */
+/** 429 rate_limited with Retry-After: "too many {what}; try again in {seconds} s". */
+export function rateLimited(what: string, seconds: number): ServiceError {
+  return new ServiceError('rate_limited', `too many ${what}; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
+}
+
 export function addressGroup(address: string): string {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
   if (mapped) return mapped[1]!

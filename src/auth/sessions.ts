@@ -12,7 +12,9 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import type { Sql } from 'postgres'
+import type { Static } from '@sinclair/typebox'
 import { ServiceError } from '../../protocol/errors.js'
+import type { TokenPairSchema } from '../../protocol/schemas/accounts.js'
 import type { Queryable } from '../storage/database.js'
 import { signingAlgorithm, type Keyring } from './keyring.js'
 import { VerifiedTokens } from './verified-tokens.js'
@@ -21,12 +23,7 @@ export const accessTokenTtlSeconds = 15 * 60
 export const refreshTokenTtlSeconds = 30 * 24 * 60 * 60
 const refreshPrefix = 'pfr_'
 
-export interface TokenPair {
-  access_token: string
-  token_type: 'Bearer'
-  expires_in: number
-  refresh_token: string
-}
+export type TokenPair = Static<typeof TokenPairSchema>
 
 export interface AccessClaims {
   userId: string

@@ -18,6 +18,7 @@ import type { CapabilityRequirements } from '../../protocol/signal-profile/compi
 import { storedStatus, type ActivationProgress, type AssignRequest, type DisplayPersistence, type ReceiptSession, type StoredActivation } from '../../actors/display-persistence.js'
 import type { ActivationIdentity } from '../../machines/display-activation.js'
 import { perTurn } from '../per-turn.js'
+import { sha256 } from '../secrets/digest.js'
 
 interface DisplayRow {
   id: string
@@ -58,7 +59,6 @@ export interface DisplayCredentialIdentity {
   credentialId: string
 }
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 /** Makes the broker accept a credential the store is about to commit. */
 /** A display as the live feed shows it. */
 export type DisplayLive = DisplayView & { target: DesiredActivation | null }

@@ -20,6 +20,7 @@ import { TrustedProxies } from './client-address.js'
 import { performance } from 'node:perf_hooks'
 import { parseJsonText } from '../../protocol/json-text.js'
 import { ServiceError } from '../../protocol/errors.js'
+import { createResponseCheck, type ResponseCheck } from './response-check.js'
 import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
 import type { Logger } from '../log.js'
 import { latencyBuckets, type MetricsRegistry } from '../metrics.js'
@@ -44,6 +45,8 @@ export interface DispatchOptions<Svc> {
   services: Svc
   /** Checks the credential for a non-public route; without it only public routes can be called. */
   authenticate?: (auth: RouteAuth, headers: Readonly<Record<string, string>>, query: Readonly<Record<string, string | string[]>>) => Promise<Principal>
+  /** Every JSON answer checked against its route's response schema (CHECK_RESPONSES; src/http/response-check.ts). */
+  checkResponses?: boolean
   /** Told of every answered request whose caller used an API key (usage logs); must not throw or block. */
   onApiKeyUse?: (use: { keyId: string; method: string; route: string; status: number; remoteAddress: string; requestId: string }) => void
 }
@@ -118,6 +121,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
   const { logger, services, bodyLimitBytes } = options
   const authenticate = options.authenticate ?? noAuthenticator
   const router = compileRoutes(options.routes)
+  const checkResponse = options.checkResponses === true ? createResponseCheck() : undefined
   const requests = options.metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', [
     'route',
     'method',
@@ -331,7 +335,7 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
           signal = controller.signal
         }
         const request = new IncomingRequest(exchange, exchange.method as HttpMethod, this.path, validate(compiled.body, body), query, params, this.headers, principal, bodyStream, signal)
-        runHandler(exchange, route, request, services, this, options.requestTimeoutMs)
+        runHandler(exchange, route, request, services, this, options.requestTimeoutMs, checkResponse)
       } catch (error) {
         this.fail(error)
       }
@@ -446,6 +450,7 @@ function runHandler<Svc>(
   services: Svc,
   call: { fail(error: unknown): void },
   timeoutMs: number,
+  checkResponse: ResponseCheck | undefined,
 ): void {
   exchange.holdForHandler()
   let reply: Promise<Reply> | Reply
@@ -457,6 +462,7 @@ function runHandler<Svc>(
   }
   if (!(reply instanceof Promise)) {
     try {
+      checkResponse?.(route, reply)
       exchange.sendReply(reply)
     } finally {
       exchange.handlerSettled()
@@ -466,7 +472,10 @@ function runHandler<Svc>(
   const onError = (error: unknown): void => call.fail(error)
   const deadline = setTimeout(() => onError(new ServiceError('request_timeout', `no answer within ${timeoutMs} ms; retry if the request is idempotent`)), timeoutMs)
   reply
-    .then((r) => exchange.sendReply(r))
+    .then((r) => {
+      checkResponse?.(route, r)
+      exchange.sendReply(r)
+    })
     .catch(onError)
     .finally(() => {
       clearTimeout(deadline)

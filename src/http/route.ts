@@ -5,7 +5,7 @@
  */
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { Readable } from 'node:stream'
-import type { ErrorCode } from '../../protocol/errors.js'
+import type { ErrorBody, ErrorCode } from '../../protocol/errors.js'
 import type { HttpMethod } from './router.js'
 
 export interface RouteSchemas {
@@ -55,6 +55,25 @@ export interface ResponseDoc {
   contentType?: string
 }
 
+/** A route's documented answers by status. */
+export type Responses = Readonly<Record<number, ResponseDoc>>
+
+type BodyOf<D> = D extends { schema: infer S extends TSchema } ? Static<S> : unknown
+
+/**
+ * What a handler may answer: a body of one of its documented schemas (a status without a schema, or a
+ * raw or streamed answer, carries any). The status itself is not tied to its schema in the type:
+ * TypeScript widens a returned literal (`201`) before the route's own responses are known, so each
+ * status would need `as const`; the test run's response check (src/http/response-check.ts) ties them.
+ * An error may be answered rather than thrown (an OAuth refusal with its own headers): its body is an
+ * ErrorBody. A route whose responses are not known in its type (a list of routes) answers any Reply.
+ */
+export type ReplyOf<R extends Responses> = number extends keyof R
+  ? Reply
+  : [keyof R & number] extends [never]
+    ? Reply
+    : Omit<Reply, 'body'> & { body?: BodyOf<R[keyof R & number]> | ErrorBody }
+
 /**
  * Who may call a route (SPEC part 5).
  * - `public`: no credential (the reason is documented in the OpenAPI description).
@@ -89,7 +108,8 @@ export type Principal =
    */
   | { kind: 'oauth'; userId: string; clientId: string; organizationId: string; role: 'admin' | 'member'; scopes: ReadonlySet<string>; tokenId: string; bridgeGrant: string | null }
 
-export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of routes holds every answer type: `any` keeps a typed route assignable to it (TypeScript measures R as invariant through ReplyOf)
+export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown, R extends Responses = any> {
   readonly method: Exclude<HttpMethod, 'HEAD' | 'OPTIONS'>
   readonly path: string
   readonly operationId: string
@@ -139,13 +159,14 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown> {
    * invalid_json and body_required.
    */
   readonly invalidRequestCode?: ErrorCode
-  readonly responses: Readonly<Record<number, ResponseDoc>>
+  readonly responses: R
   /** Coded errors the handler itself may throw; framing errors are added for every route. */
   readonly errors?: readonly ErrorCode[]
-  handler(request: RouteRequest<S>, services: Svc): Promise<Reply> | Reply
+  handler(request: RouteRequest<S>, services: Svc): Promise<ReplyOf<R>> | ReplyOf<R>
 }
 
-export function defineRoute<S extends RouteSchemas, Svc>(route: Route<S, Svc>): Route<S, Svc> {
+/** A route, typed: its handler must answer each status with that status's schema. */
+export function defineRoute<S extends RouteSchemas, Svc, const R extends Responses>(route: Route<S, Svc, R>): Route<S, Svc, R> {
   return route
 }
 

@@ -16,10 +16,11 @@
  * Rows are locked job first, then printer, then task, in every writer.
  */
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
+import type { Static } from '@sinclair/typebox'
 import type { Sql, TransactionSql } from 'postgres'
 import { nextJobStatus } from '../../machines/print-job.js'
 import { ServiceError } from '../../protocol/errors.js'
-import type { ClaimTaskBody, PrintJob, PrinterTask } from '../../protocol/schemas/print-jobs.js'
+import type { ClaimSchema, ClaimTaskBody, PrintJob, PrinterTask } from '../../protocol/schemas/print-jobs.js'
 import type { Counter } from '../metrics.js'
 import { lockJob } from './job-store.js'
 import { jobOf, taskOf, type JobRow, type TaskRow } from './job-records.js'
@@ -47,12 +48,8 @@ export interface DispatchMetrics {
 /** Told after every committed change of a task (the live host topic follows it). */
 export type TaskListener = (organizationId: string, hostId: string, taskId: string) => void
 
-export interface Claim {
-  task: PrinterTask
-  claim_generation: string
-  printer_task_access_token: string
-  download_url: string | null
-}
+/** A claim as the claim route answers it (its schema is the one definition). */
+export type Claim = Static<typeof ClaimSchema>
 
 /** The four query parameters of SPEC group F's content routes. */
 export interface TaskReadParameters {

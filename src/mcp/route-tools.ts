@@ -10,7 +10,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { ServiceError, type ErrorCode } from '../../protocol/errors.js'
 import { compileBodyValidator, compileTextValidator, type Validator } from '../../protocol/schemas/validator.js'
-import type { Principal, Route, RouteRequest, RouteSchemas } from '../http/route.js'
+import type { Principal, Responses, Route, RouteRequest, RouteSchemas } from '../http/route.js'
 import { translateStoreError } from '../storage/errors.js'
 
 export interface RouteToolSpec<Svc> {
@@ -95,7 +95,7 @@ export class RouteTool<Svc> {
       properties[name] = schema
     }
     this.inputSchema = { type: 'object', properties, ...(required.length > 0 ? { required } : {}), additionalProperties: false }
-    const ok = Object.entries(route.responses).find(([status]) => Number(status) >= 200 && Number(status) < 300)
+    const ok = Object.entries(route.responses as Responses).find(([status]) => Number(status) >= 200 && Number(status) < 300)
     this.outputSchema = ok?.[1].schema === undefined ? undefined : plain(ok[1].schema)
   }
 

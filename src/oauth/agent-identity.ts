@@ -16,7 +16,7 @@
  *   remembered until it expires), so a stolen one is worth one exchange at
  *   most and its use shows.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
@@ -29,11 +29,11 @@ import { narrowScopes } from './authorization.js'
 import type { GrantClient } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
+import { sha256 } from '../secrets/digest.js'
 
 /** Seconds an agent waits between polls of the token endpoint. */
 export const claimPollInterval = 5
 const assertionType = 'agent-identity+jwt'
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 const newClaimToken = (): string => `pfct_${randomBytes(32).toString('base64url')}`
 
 interface AgentRow {

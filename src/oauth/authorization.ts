@@ -32,9 +32,9 @@ import type { Logger } from '../log.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
+import { sha256 } from '../secrets/digest.js'
 
 export const handoffTtlSeconds = 300
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 
 /** What the consent page needs to show and to come back with. */
 export interface ConsentRequest {

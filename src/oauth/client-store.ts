@@ -5,13 +5,14 @@
  * Every change is written to the log (who, which client, what), as the
  * grants and revocations of the authorization server will be.
  */
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriProblem } from '../../protocol/redirect-uris.js'
 import type { CreateOAuthClientBody, OAuthClient, RegisterClientBody, RegisteredClient, UpdateOAuthClientBody } from '../../protocol/schemas/oauth-clients.js'
 import { clientScopes, consentScopes, isScope } from '../../protocol/scopes.js'
 import type { Logger } from '../log.js'
+import { sha256 } from '../secrets/digest.js'
 
 interface ClientRow {
   id: string
@@ -44,7 +45,6 @@ export interface GrantClient {
   clientUri: string | null
 }
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 const newClientId = (): string => `pfc_${randomBytes(16).toString('base64url')}`
 const newSecret = (): string => `pfcs_${randomBytes(32).toString('base64url')}`
 

@@ -14,7 +14,7 @@
  * organization and narrows the scopes to what the client may have today.
  * Grants and revocations are logged (who, which client, what).
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { agentClaimGrant, jwtBearerGrant, type RevokeBody, type Token, type TokenBody } from '../../protocol/schemas/oauth.js'
@@ -28,8 +28,8 @@ import { revokeFamily } from './families.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'
+import { sha256 } from '../secrets/digest.js'
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest()
 const refreshPrefix = 'pfor_'
 
 interface Grant {

@@ -16,7 +16,7 @@ import {
   RenewedClaimSchema,
 } from '../../protocol/schemas/oauth.js'
 import { clientScopes } from '../../protocol/scopes.js'
-import { addressGroup } from '../auth/failure-limiter.js'
+import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { claimPage, pageSecurity } from '../oauth/pages.js'
@@ -26,7 +26,7 @@ import { publicFile } from './public-files.js'
 
 function startLimited(svc: Services, req: RouteRequest): void {
   const wait = svc.oauthServer.agentStarts.acquire(addressGroup(req.remoteAddress))
-  if (wait !== undefined) throw new ServiceError('rate_limited', `too many agent identities started from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
+  if (wait !== undefined) throw rateLimited('agent identities started from this address', wait)
 }
 
 /** A lookup by claim token counts as a failure unless it found the claim (guessing stays hopeless). */

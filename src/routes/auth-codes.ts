@@ -16,7 +16,7 @@
  * (which could pull someone else's bridge into one's own organization) is
  * limited per user and per address as well.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import { bridgeScopes } from '../../protocol/scopes.js'
 import {
@@ -31,7 +31,8 @@ import { membershipsOf } from '../auth/accounts.js'
 import { createApiKey } from '../auth/api-keys.js'
 import { chooseOrganization } from '../auth/authenticate.js'
 import { userOf } from '../auth/principal.js'
-import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
+import { acquireAll, addressGroup, rateLimited, releaseAll } from '../auth/failure-limiter.js'
+import { sha256 } from '../secrets/digest.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 
@@ -57,11 +58,8 @@ export function normaliseAuthCode(text: string): string | undefined {
 }
 
 export const displayCode = (code: string): string => `${code.slice(0, 5)}-${code.slice(5)}`
-const hashCode = (code: string): Buffer => createHash('sha256').update(code).digest()
+const hashCode = sha256
 
-function limited(seconds: number, what: string): ServiceError {
-  return new ServiceError('rate_limited', `too many ${what}; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
-}
 
 interface CodeRow {
   id: string
@@ -90,7 +88,7 @@ export const createAuthCodeRoute = defineRoute({
   errors: ['rate_limited'],
   handler: async (req, svc: Services) => {
     const wait = svc.pairingLimits.generation.acquire(addressGroup(req.remoteAddress))
-    if (wait !== undefined) throw limited(wait, 'pairing codes from this address')
+    if (wait !== undefined) throw rateLimited('pairing codes from this address', wait)
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = newAuthCode()
       const [row] = await svc.db.sql<{ expires_at: Date }[]>`
@@ -130,7 +128,7 @@ export const verifyAuthCodeRoute = defineRoute({
     ] as const
     // Counted before the first await; given back unless the code turns out unknown.
     const wait = acquireAll(attempts)
-    if (wait !== undefined) throw limited(wait, 'failed verifications')
+    if (wait !== undefined) throw rateLimited('failed verifications', wait)
     let unknownCode = false
     try {
       const organization = chooseOrganization(await membershipsOf(svc.db.sql, userId), req.body.organizationId)
@@ -158,7 +156,7 @@ export const verifyAuthCodeRoute = defineRoute({
         body: {
           id: result.id,
           code: displayCode(code!),
-          status: 'verified',
+          status: 'verified' as const,
           verified_at: result.verified_at!.toISOString(),
           verified_by: result.verified_by,
           used_at: null,
@@ -192,7 +190,7 @@ export const exchangeAuthCodeRoute = defineRoute({
     const limitKey = addressGroup(req.remoteAddress)
     // Counted before the first await; given back unless the code turns out unknown.
     const wait = svc.pairingLimits.exchangeFailures.acquire(limitKey)
-    if (wait !== undefined) throw limited(wait, 'unknown pairing codes')
+    if (wait !== undefined) throw rateLimited('unknown pairing codes', wait)
     const code = normaliseAuthCode(req.params.code)
     let unknownCode = true
     // One transaction, the code's row locked: of concurrent exchanges exactly one sees 'verified'.

@@ -7,13 +7,10 @@ import { ChangePasswordBody, JwksSchema, LoginBody, MeSchema, RefreshBody, Token
 import { emailKey, findUserForLogin, getUser, membershipsOf, setPassword } from '../auth/accounts.js'
 import { userOf } from '../auth/principal.js'
 import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
-import { acquireAll, addressGroup, releaseAll } from '../auth/failure-limiter.js'
+import { acquireAll, addressGroup, rateLimited, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 
-function rateLimited(seconds: number): ServiceError {
-  return new ServiceError('rate_limited', `too many failed sign-ins; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
-}
 
 /** A password guess counts per account at one address, per address, and per account from everywhere. */
 function passwordAttempts(svc: Services, email: string, remoteAddress: string) {
@@ -59,7 +56,7 @@ export const loginRoute = defineRoute({
     // Counted before the first await, given back on success: parallel guesses cannot slip past the check.
     const attempts = passwordAttempts(svc, email, req.remoteAddress)
     const wait = acquireAll(attempts)
-    if (wait !== undefined) throw rateLimited(wait)
+    if (wait !== undefined) throw rateLimited('failed sign-ins', wait)
     const user = await findUserForLogin(svc.db.sql, email)
     // An unknown email costs a full hash too, so response time does not reveal which emails exist.
     const ok = await verifyPassword(password, user?.passwordHash ?? (await decoyHash()))
@@ -144,7 +141,7 @@ export const changePasswordRoute = defineRoute({
     if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
     const attempts = passwordAttempts(svc, user.email, req.remoteAddress)
     const wait = acquireAll(attempts)
-    if (wait !== undefined) throw rateLimited(wait)
+    if (wait !== undefined) throw rateLimited('failed sign-ins', wait)
     const stored = await findUserForLogin(svc.db.sql, user.email)
     if (stored === undefined || !(await verifyPassword(req.body.current_password, stored.passwordHash))) {
       logLockouts(svc, attempts, user.email, req.remoteAddress)

@@ -142,7 +142,7 @@ export const deleteDisplayRoute = defineRoute({
   errors: ['display_not_found'],
   handler: async (req, svc: Services) => {
     await svc.displays.remove(organizationOf(req.principal), req.params.id)
-    return { body: { success: true } }
+    return { body: { success: true as const } }
   },
 })
 

@@ -5,14 +5,14 @@
  * back unless it failed in a way that looks like guessing.
  */
 import { ServiceError } from '../../protocol/errors.js'
-import { addressGroup } from '../auth/failure-limiter.js'
+import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import type { RouteRequest } from '../http/route.js'
 import type { Services } from '../services.js'
 
 export async function withinFailureBudget<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>, isGuess: (error: unknown) => boolean): Promise<T> {
   const from = addressGroup(req.remoteAddress)
   const wait = svc.oauthServer.failures.acquire(from)
-  if (wait !== undefined) throw new ServiceError('rate_limited', `too many failed OAuth requests from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
+  if (wait !== undefined) throw rateLimited('failed OAuth requests from this address', wait)
   try {
     const result = await attempt()
     svc.oauthServer.failures.release(from)

@@ -6,10 +6,10 @@
  * 15 minutes, then 429): guessing codes, refresh tokens or secrets stays
  * hopeless, while a client's normal use is never counted.
  */
-import { ServiceError } from '../../protocol/errors.js'
+import { ServiceError, type ErrorBody } from '../../protocol/errors.js'
 import { RegisterClientBody, RegisteredClientSchema } from '../../protocol/schemas/oauth-clients.js'
 import { AuthorizeQuery, grantTypes, HandoffSchema, RevokeBody, SessionHandoffBody, TokenBody, TokenSchema } from '../../protocol/schemas/oauth.js'
-import { addressGroup } from '../auth/failure-limiter.js'
+import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import { userOf } from '../auth/principal.js'
 import { defineRoute, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { consentPage, errorPage, pageSecurity } from '../oauth/pages.js'
@@ -46,7 +46,7 @@ function withBasicCredentials<B extends { client_id?: string | undefined; client
 }
 
 /** RFC 6749 §5.2: a client that tried to authenticate with the Authorization header gets 401 and a challenge. */
-function basicRefusal(error: unknown, basic: boolean, requestId: string): Reply {
+function basicRefusal(error: unknown, basic: boolean, requestId: string): Reply & { body: ErrorBody } {
   if (!basic || !(error instanceof ServiceError) || error.code !== 'invalid_client') throw error
   return {
     status: 401,
@@ -82,7 +82,7 @@ export const registerClientRoute = defineRoute({
   handler: async (req, svc: Services) => {
     const from = addressGroup(req.remoteAddress)
     const wait = svc.oauthRegistrations.acquire(from)
-    if (wait !== undefined) throw new ServiceError('rate_limited', `too many client registrations from this address; try again in ${wait} s`, { headers: { 'retry-after': String(wait) } })
+    if (wait !== undefined) throw rateLimited('client registrations from this address', wait)
     return { status: 201, body: await svc.oauthClients.register(req.body, from) }
   },
 })
@@ -132,7 +132,7 @@ export const authorizeRoute = defineRoute({
     302: { description: 'Back to the application: `code`, `state`, `iss`, or `error`, `error_description`, `state`, `iss`.' },
   },
   errors: ['invalid_client', 'invalid_request', 'rate_limited'],
-  handler: async (req, svc: Services): Promise<Reply> => {
+  handler: async (req, svc: Services) => {
     try {
       // Only a request with a handoff can be a guess (of a handoff); the page itself is not counted.
       const outcome = req.query.handoff === undefined ? await svc.oauthServer.authorization.authorize(req.query) : await counted(svc, req, () => svc.oauthServer.authorization.authorize(req.query))
@@ -194,7 +194,7 @@ export const tokenRoute = defineRoute({
     'expired_token',
     'rate_limited',
   ],
-  handler: async (req, svc: Services): Promise<Reply> => {
+  handler: async (req, svc: Services) => {
     const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
     try {
       return { body: await counted(svc, req, () => svc.oauthServer.tokens.grant(body)), headers: noStore }
@@ -220,7 +220,7 @@ export const revokeRoute = defineRoute({
   schemas: { body: RevokeBody },
   responses: { 200: { description: 'Revoked, or nothing to revoke.' } },
   errors: ['invalid_request', 'invalid_client', 'rate_limited'],
-  handler: async (req, svc: Services): Promise<Reply> => {
+  handler: async (req, svc: Services) => {
     const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
     try {
       await counted(svc, req, () => svc.oauthServer.tokens.revoke(body))

@@ -40,7 +40,7 @@ export const createOrganizationRoute = defineRoute({
   handler: async (req, svc: Services) => {
     const userId = userOf(req.principal)
     const org = await svc.db.sql.begin((tx) => createOrganization(tx, req.body.name, userId))
-    return { status: 201, body: { ...org, role: 'admin' } }
+    return { status: 201, body: org }
   },
 })
 

@@ -80,7 +80,7 @@ export const postPrinterEventRoute = defineRoute({
       ],
     })
     const outcome = result.outcomes[0]!
-    if (outcome.outcome === 'refused') return { body: { success: false, jobId: null, message: outcome.message ?? 'refused', outcome: 'refused', reason: outcome.reason, last_seqn: result.lastSeqn } }
+    if (outcome.outcome === 'refused') return { body: { success: false, jobId: null, message: outcome.message ?? 'refused', outcome: 'refused' as const, reason: outcome.reason, last_seqn: result.lastSeqn } }
     // The same answer for a first delivery and its retries (the job id is read back for a duplicate).
     return { body: { success: true, jobId: result.jobOf.get(event.eventId) ?? null, message: messages[outcome.outcome], outcome: outcome.outcome, last_seqn: result.lastSeqn } }
   },

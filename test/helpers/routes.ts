@@ -28,7 +28,7 @@ export function gatedRoute(path: string): Gate {
     tags: ['test'],
     auth: { kind: 'public', reason: 'test' },
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async () => {
       enter()
       await gate
@@ -48,7 +48,7 @@ export function whoamiRoute(scope: string, path = '/test/whoami'): Route<RouteSc
     tags: ['test'],
     auth: { kind: 'organization', scope },
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: (req) => {
       const p = req.principal
       return { body: p.kind === 'api_key' ? { kind: p.kind, keyId: p.keyId, organizationId: p.organizationId, scopes: [...p.scopes].sort() } : p }

@@ -60,6 +60,8 @@ export function testEnv(t: TestContext, env: Record<string, string | undefined> 
     PRINTFARM_ADMIN_PASSWORD: testAdmin.password,
     // The lowest cost the service accepts: hundreds of sign-ins per run (the default, 17, is tested in passwords.test.ts).
     PASSWORD_HASH_COST: '15',
+    // Every JSON answer checked against its route's response schema: a drift fails the test that caused it.
+    CHECK_RESPONSES: 'true',
   }
   if (base['DATABASE_URL']) base['DATABASE_SCHEMA'] = tempSchema(t)
   return { ...base, ...env }

@@ -36,6 +36,7 @@ t.test('config - an empty environment gives the documented defaults', async (t) 
     logLevel: 'info',
     corsOrigins: [],
     trustedProxies: [],
+    checkResponses: false,
     passwordHashCost: 17,
     adminEmail: undefined,
     adminPassword: undefined,
@@ -118,6 +119,12 @@ t.test('config - MQTT_DISPLAY_CREDENTIALS is dynamic-security or none, and appli
   t.equal(loadConfig({ MQTT_URL: 'mqtt://broker:1883', MQTT_DISPLAY_CREDENTIALS: 'none' }, cwd).mqttDisplayCredentials, 'none')
   t.match(configError(t, { MQTT_URL: 'mqtt://broker:1883', MQTT_DISPLAY_CREDENTIALS: 'dynsec' })?.problems, [/MQTT_DISPLAY_CREDENTIALS must be 'dynamic-security' or 'none', got 'dynsec'/])
   t.match(configError(t, { MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' })?.problems, [/MQTT_DISPLAY_CREDENTIALS applies to the external broker of MQTT_URL/])
+})
+
+t.test('config - CHECK_RESPONSES is true or false', async (t) => {
+  t.equal(loadConfig({ CHECK_RESPONSES: 'true' }, cwd).checkResponses, true)
+  t.equal(loadConfig({ CHECK_RESPONSES: 'false' }, cwd).checkResponses, false)
+  t.match(configError(t, { CHECK_RESPONSES: 'yes' })?.problems, [/CHECK_RESPONSES must be 'true' or 'false', got 'yes'/])
 })
 
 t.test('config - blank and whitespace-only values count as unset', async (t) => {

@@ -147,7 +147,7 @@ t.test('deadline - an async handler that never answers gets 503 request_timeout'
     tags: ['test'],
     auth: { kind: 'public', reason: 'test' },
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: () => new Promise<never>(() => undefined),
   })
   const svc = await startTestService(t, { REQUEST_TIMEOUT_MS: '100', SHUTDOWN_TIMEOUT_MS: '0' }, { extraRoutes: [never] })

@@ -80,7 +80,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: () => {
       throw new Error('secret detail from inside the handler')
     },
@@ -93,7 +93,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: () => {
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
     },
@@ -106,7 +106,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async () => {
       await new Promise<void>((resolve) => {
         releaseSlow = resolve
@@ -124,7 +124,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     auth: testAuth,
     emptyBodyAllowed: true,
     schemas: { body: Type.Object({}) },
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async () => {
       await new Promise<void>((resolve) => {
         releaseHold = resolve
@@ -141,7 +141,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async () => {
       await Promise.resolve()
       throw new Error('async secret')
@@ -155,7 +155,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: (async () => undefined) as unknown as () => Promise<{ body: unknown }>,
   }),
   defineRoute({
@@ -166,7 +166,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async () => ({ body: { n: 10n } }),
   }),
   defineRoute({
@@ -177,7 +177,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: async (req) => ({ body: {}, headers: { 'x-echo': String(req.query['v'] ?? '') } }),
   }),
   defineRoute({
@@ -188,7 +188,7 @@ const probes: Route<RouteSchemas, Services>[] = [
     tags: ['test'],
     auth: testAuth,
     schemas: {},
-    responses: {},
+    responses: { 200: { description: 'Any answer (test route).' } },
     handler: () => ({ status: 202 }),
   }),
 ]

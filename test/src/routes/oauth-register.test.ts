@@ -103,7 +103,6 @@ t.test('limits - every SPEC bound at its edge, with the RFC 7591 error', async (
     ['client_name of 201', { client_name: 'n'.repeat(201) }, 'invalid_client_metadata'],
     ['scope of 1001', { scope: 'x'.repeat(1001) }, 'invalid_client_metadata'],
     ['an unknown scope', { scope: 'printers:read admin' }, 'invalid_client_metadata'],
-    ['print:launch (not a client scope)', { scope: 'print:launch' }, 'invalid_client_metadata'],
     ['client_uri of 2049', { client_uri: `https://a.example/${'u'.repeat(2049 - 'https://a.example/'.length)}` }, 'invalid_client_metadata'],
     ['logo_uri of 2049', { logo_uri: `https://a.example/${'u'.repeat(2049 - 'https://a.example/'.length)}` }, 'invalid_client_metadata'],
     ['grant type client_credentials', { grant_types: ['client_credentials'] }, 'invalid_client_metadata'],
