@@ -168,7 +168,7 @@ export const FilamentSlotSchema = Type.Object(
   {
     // SPEC: "position (number)"; decided: a whole slot number 0-63, like the AMS slots of a printer event.
     position: Type.Integer({ minimum: 0, maximum: 63 }),
-    materialId: Type.Optional(NullableString),
+    materialId: Type.Optional(Type.Union([Type.String({ format: 'uuid', description: 'A material of the organization (GET /v1/materials).' }), Type.Null()])),
     materialType: Type.Optional(NullableString),
     color: Type.Optional(NullableString),
     vendor: Type.Optional(NullableString),
@@ -179,7 +179,7 @@ export const FilamentSlotSchema = Type.Object(
 export const FilamentAssignBody = Type.Object(
   {
     slots: Type.Array(FilamentSlotSchema, { minItems: 1, maxItems: 64 }),
-    jobId: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()])),
+    jobId: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'A print job of the organization the slots were loaded for.' }), Type.Null()])),
   },
   { ...strict, title: 'FilamentAssignRequest' },
 )

@@ -17,6 +17,7 @@ import {
   UpdateSpoolBody,
 } from '../../protocol/schemas/inventory.js'
 import { SuccessSchema } from '../../protocol/schemas/models.js'
+import { assertOwned } from '../auth/owned-ids.js'
 import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
@@ -28,12 +29,18 @@ export const listSpoolsRoute = defineRoute({
   summary: "The organization's spools, by material then label.",
   description:
     '`material_id` and `printer_id` filter exactly; `loaded=true` lists the spools loaded in a printer, `loaded=false` those on the shelf; ' +
-    '`search` matches part of the label or location.',
+    '`search` matches part of the label or location. Another organization\'s material_id or printer_id answers 404.',
   tags: ['inventory'],
   auth: { kind: 'organization', scope: 'inventory:read' },
   schemas: { query: SpoolListQuery },
   responses: { 200: { description: 'A page of spools.', schema: SpoolListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.inventory.list(organizationOf(req.principal), req.query) }),
+  errors: ['material_not_found', 'printer_not_found'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationOf(req.principal)
+    await assertOwned(svc.db.sql, organizationId, 'material', [{ field: 'query.material_id', id: req.query.material_id }])
+    await assertOwned(svc.db.sql, organizationId, 'printer', [{ field: 'query.printer_id', id: req.query.printer_id }])
+    return { body: await svc.inventory.list(organizationId, req.query) }
+  },
 })
 
 export const createSpoolRoute = defineRoute({

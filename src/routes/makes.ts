@@ -8,6 +8,7 @@
  */
 import { MakeListQuery, MakeListSchema, MakeParams, MakeSchema, SaveMakeBody } from '../../protocol/schemas/makes.js'
 import { FileParams, SuccessSchema } from '../../protocol/schemas/models.js'
+import { assertOwned } from '../auth/owned-ids.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
@@ -40,11 +41,18 @@ export const listMakesRoute = defineRoute({
   path: '/v1/makes',
   operationId: 'listMakes',
   summary: "The organization's makes; `model_file_id` gives one file's (its default first), `sku_id` a SKU's.",
+  description: "Another organization's model_file_id or sku_id answers 404.",
   tags: ['makes'],
   auth: { kind: 'organization', scope: 'makes:read' },
   schemas: { query: MakeListQuery },
   responses: { 200: { description: 'A page of makes.', schema: MakeListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.makes.list(organizationOf(req.principal), req.query) }),
+  errors: ['file_not_found', 'sku_not_found'],
+  handler: async (req, svc: Services) => {
+    const organizationId = organizationOf(req.principal)
+    await assertOwned(svc.db.sql, organizationId, 'model_file', [{ field: 'query.model_file_id', id: req.query.model_file_id }])
+    await assertOwned(svc.db.sql, organizationId, 'sku', [{ field: 'query.sku_id', id: req.query.sku_id }])
+    return { body: await svc.makes.list(organizationId, req.query) }
+  },
 })
 
 export const getMakeRoute = defineRoute({

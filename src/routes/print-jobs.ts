@@ -15,6 +15,7 @@ import {
   PrintJobStatusBody,
 } from '../../protocol/schemas/print-jobs.js'
 import { SuccessSchema } from '../../protocol/schemas/models.js'
+import { assertOwned } from '../auth/owned-ids.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
@@ -50,14 +51,22 @@ export const listPrintJobsRoute = defineRoute({
   path: '/v1/print-jobs',
   operationId: 'listPrintJobs',
   summary: 'List print jobs, newest first; the filters go in the body.',
-  description: '`status` (any of), `printer_id`, `model_file_id`, `make_id`, `batch_id`, `search` (part of the name); `total` counts every match.',
+  description:
+    '`status` (any of), `printer_id`, `model_file_id`, `make_id`, `batch_id`, `search` (part of the name); `total` counts every match. ' +
+    "Another organization's printer, file, make or batch id answers 404.",
   tags: ['print-jobs'],
   auth: { kind: 'organization', scope: 'print-jobs:read' },
   emptyBodyAllowed: true,
   schemas: { body: PrintJobListBody },
   responses: { 200: { description: 'A page of jobs.', schema: PrintJobListSchema } },
+  errors: ['printer_not_found', 'file_not_found', 'make_not_found', 'batch_not_found'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationFor(req.principal, req.body)
+    const { sql } = svc.db
+    await assertOwned(sql, organizationId, 'printer', [{ field: 'body.printer_id', id: req.body.printer_id }])
+    await assertOwned(sql, organizationId, 'model_file', [{ field: 'body.model_file_id', id: req.body.model_file_id }])
+    await assertOwned(sql, organizationId, 'make', [{ field: 'body.make_id', id: req.body.make_id }])
+    await assertOwned(sql, organizationId, 'batch', [{ field: 'body.batch_id', id: req.body.batch_id }])
     const page = await svc.jobs.store.list(organizationId, req.body)
     return { body: { ...page, jobs: await explainJobs(svc.db.sql, organizationId, page.jobs, svc.queue.settings, svc.clock.now(), false) } }
   },

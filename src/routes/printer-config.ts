@@ -26,6 +26,7 @@ import {
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from '../services.js'
 import { holdsScope, organizationOf } from '../auth/principal.js'
+import { assertOwned } from '../auth/owned-ids.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { maxProbeMs, probePort, probeTcp } from '../printers/reachability.js'
 import type { ConnectionFence } from '../../actors/printer-actor.js'
@@ -230,16 +231,19 @@ export const assignFilamentsRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:write', admin: true },
   schemas: { params: PrinterParams, body: FilamentAssignBody },
   responses: { 200: { description: "The printer's slots now.", schema: FilamentAssignResultSchema } },
-  errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
+  errors: ['printer_not_found', 'material_not_found', 'print_job_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
   handler: async (req, svc: Services) => {
     const positions = new Set<number>()
     for (const [index, slot] of req.body.slots.entries()) {
       if (positions.has(slot.position)) throw new ServiceError('validation_failed', `body.slots[${index}].position repeats slot ${slot.position}`)
       positions.add(slot.position)
     }
-    await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
+    const organizationId = organizationOf(req.principal)
+    await svc.hostBindings.checkPrinter(req.principal, organizationId, req.params.id)
     const jobId = req.body.jobId ?? null
-    const slots = await svc.printers.assignFilaments(req.params.id, organizationOf(req.principal), req.body.slots, jobId)
+    await assertOwned(svc.db.sql, organizationId, 'material', req.body.slots.map((slot, i) => ({ field: `body.slots[${i}].materialId`, id: slot.materialId })))
+    await assertOwned(svc.db.sql, organizationId, 'print_job', [{ field: 'body.jobId', id: jobId }])
+    const slots = await svc.printers.assignFilaments(req.params.id, organizationId, req.body.slots, jobId)
     return { body: { success: true, jobId, slots } }
   },
 })

@@ -3,6 +3,7 @@ import { createServer } from 'node:net'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 import { addPrinter, batch, item, openFarm, postBatch, postEvent, single } from '../../helpers/bridge.js'
+import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 
 const svc = await startTestService(t)
 const farm = await openFarm(svc.url)
@@ -316,10 +317,21 @@ t.test('printer maintenance - refused with {job, reason, message} while a job pr
 t.test('printer filaments - slots are kept on the printer and validated', async (t) => {
   const printer = await addPrinter(farm)
   const path = `/v1/printers/${printer}/filaments/assign`
-  const res = await request(farm.url, path, { method: 'POST', headers: farm.bridge, body: { slots: [{ position: 0, materialId: 'm-1', materialType: 'PLA', color: '#000000', vendor: 'Acme' }], jobId: 12 } })
-  t.equal(res.status, 200)
-  t.match(res.json, { success: true, jobId: 12, slots: [{ position: 0, materialId: 'm-1', materialType: 'PLA', vendor: 'Acme' }] })
-  t.match(await stateOf(printer), { state: { ams: [{ position: 0, materialId: 'm-1' }], filamentJobId: 12 } })
+  const material = (await request(farm.url, '/v1/materials', { method: 'POST', headers: farm.admin, body: { name: 'Black PLA', type: 'PLA', color_hex: '#000000' } })).json.id as string
+  const model = await createModel(farm.url, farm.admin)
+  const file = (await upload(farm.url, farm.admin, model, { name: 'plate.gcode.3mf', bytes: bambuThreeMf() })).json as { id: string }
+  const jobId = (await request(farm.url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: 'loaded for', model_file_id: file.id } })).json.id as number
+  const res = await request(farm.url, path, { method: 'POST', headers: farm.bridge, body: { slots: [{ position: 0, materialId: material, materialType: 'PLA', color: '#000000', vendor: 'Acme' }], jobId: Number(jobId) } })
+  t.equal(res.status, 200, res.text)
+  t.match(res.json, { success: true, jobId: Number(jobId), slots: [{ position: 0, materialId: material, materialType: 'PLA', vendor: 'Acme' }] })
+  t.match(await stateOf(printer), { state: { ams: [{ position: 0, materialId: material }], filamentJobId: Number(jobId) } })
+  for (const [what, body, code] of [
+    ['a materialId that is not a uuid', { slots: [{ position: 0, materialId: 'm-1' }] }, 400],
+    ['an unknown material', { slots: [{ position: 0, materialId: '00000000-0000-4000-8000-000000000000' }] }, 404],
+    ['an unknown job', { slots: [{ position: 0 }], jobId: 999_999 }, 404],
+  ] as const) {
+    t.equal((await request(farm.url, path, { method: 'POST', headers: farm.bridge, body })).status, code, what)
+  }
   for (const body of [{ slots: [] }, { slots: [{ position: 1.5 }] }, { slots: [{ position: 64 }] }, { slots: [{ position: 1 }, { position: 1 }] }, { slots: [{ position: 1, extra: true }] }, {}]) {
     const bad = await request(farm.url, path, { method: 'POST', headers: farm.bridge, body })
     t.equal(bad.status, 400, JSON.stringify(body))
