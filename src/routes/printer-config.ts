@@ -241,6 +241,8 @@ export const assignFilamentsRoute = defineRoute({
     const organizationId = organizationOf(req.principal)
     await svc.hostBindings.checkPrinter(req.principal, organizationId, req.params.id)
     const jobId = req.body.jobId ?? null
+    // The printer first: another organization's printer is the answer, whatever its body names.
+    await assertOwned(svc.db.sql, organizationId, 'printer', [{ field: 'the path\'s printer id', id: req.params.id }])
     await assertOwned(svc.db.sql, organizationId, 'material', req.body.slots.map((slot, i) => ({ field: `body.slots[${i}].materialId`, id: slot.materialId })))
     await assertOwned(svc.db.sql, organizationId, 'print_job', [{ field: 'body.jobId', id: jobId }])
     const slots = await svc.printers.assignFilaments(req.params.id, organizationId, req.body.slots, jobId)

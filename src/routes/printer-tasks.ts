@@ -17,6 +17,7 @@ import {
   TaskParams,
 } from '../../protocol/schemas/print-jobs.js'
 import { PrinterParams } from '../../protocol/schemas/printers.js'
+import { assertOwned } from '../auth/owned-ids.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { answerReadyGate } from '../jobs/ready-gate.js'
@@ -95,6 +96,8 @@ export const printerReadyRoute = defineRoute({
   handler: async (req, svc: Services) => {
     await svc.hostBindings.refuseBridgeKey(req.principal, "The ready gate's verdict")
     const organizationId = organizationFor(req.principal, req.body)
+    // Named without a verdict, the job is not read; it must still be one of the organization's.
+    await assertOwned(svc.db.sql, organizationId, 'print_job', [{ field: 'body.job_id', id: req.body.job_id }])
     const answer = await answerReadyGate(svc.db.sql, organizationId, req.params.id, req.body, new Date(svc.clock.now()))
     // The printer's actor rereads its gate, and dashboards see it now.
     await configChanged(svc, organizationId, req.params.id)

@@ -8,6 +8,8 @@
 import t, { type Test } from 'tap'
 import { addPrinter, openFarm, type Farm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
+import { operationsOf, type Operation } from '../../helpers/fuzz-cases.js'
+import { instanceOf, seededRandom } from '../../helpers/fuzz-inputs.js'
 import { request, type HttpResult } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -157,4 +159,77 @@ t.test("id isolation - paths and upserts: B naming A's resource by id reads, cha
   t.equal(job.status, 'queued', "A's job is still queued")
   t.equal((await request(url, `/v1/inventory/${a.spool}`, { headers: farmA.admin })).json.remaining_g, 1000, "A's spool is untouched")
   t.equal((await request(url, `/v1/materials/${a.material}`, { headers: farmA.admin })).status, 200, "A's material is still there")
+})
+
+/**
+ * The same rule for every operation of the served OpenAPI document, so a route added later is held to
+ * it without a test of its own: each body or query field whose name says which kind of resource it
+ * names is first filled with B's own resource (and every path id with B's), then with A's. When B's
+ * own request is accepted, A's must answer 404.
+ */
+t.test('id isolation - every operation: a field naming a resource, given A\'s id instead of B\'s, answers 404', async (t) => {
+  const doc = (await request(url, '/openapi.json')).json
+  const operations = operationsOf(doc).filter((op) => !op.public && !op.multipart && op.method !== 'DELETE')
+  const kindOf = (name: string): keyof Pick<Org, 'material' | 'printer' | 'file' | 'make' | 'sku' | 'model' | 'job' | 'spool'> | undefined => {
+    if (/^organization/i.test(name)) return undefined
+    if (/material_?id/i.test(name)) return 'material'
+    if (/printer_?id/i.test(name)) return 'printer'
+    if (/model_file_id|^file_?id$/i.test(name)) return 'file'
+    if (/make_?id/i.test(name)) return 'make'
+    if (/sku_?id/i.test(name)) return 'sku'
+    if (/^model_?id$/i.test(name)) return 'model'
+    if (/^job_?id$/i.test(name)) return 'job'
+    if (/spool_?id/i.test(name)) return 'spool'
+    return undefined
+  }
+  /** B's resource for a path parameter, by the collection it follows; undefined when the test has none of that kind. */
+  const pathId = (op: Operation, name: string): string | undefined => {
+    const kind = kindOf(name)
+    if (kind !== undefined) return String(b[kind])
+    if (name !== 'id') return name === 'sku' ? 'SKU-b' : undefined
+    if (/^\/v1\/(printers|printer-config)\//.test(op.path)) return b.printer
+    if (op.path.startsWith('/v1/inventory/')) return b.spool
+    if (op.path.startsWith('/v1/print-jobs/')) return String(b.job)
+    return undefined
+  }
+  let checked = 0
+  const fields = new Set<string>()
+  for (const op of operations) {
+    let path = op.path
+    let usable = true
+    for (const param of op.parameters.filter((p) => p.in === 'path')) {
+      const id = pathId(op, param.name)
+      if (id === undefined) usable = false
+      else path = path.replace(`{${param.name}}`, id)
+    }
+    if (!usable) continue
+    const random = seededRandom(47)
+    const hints = { random, byName: (name: string) => { const kind = kindOf(name); return kind === undefined ? undefined : kind === 'job' ? b.job : b[kind] } }
+    const body = op.bodySchema === undefined ? undefined : (instanceOf(op.bodySchema, hints) as Record<string, unknown>)
+    const query = op.parameters.filter((p) => p.in === 'query' && kindOf(p.name) !== undefined)
+    const targets: { where: 'body' | 'query'; name: string; kind: NonNullable<ReturnType<typeof kindOf>> }[] = [
+      ...Object.keys((op.bodySchema?.['properties'] as Record<string, unknown> | undefined) ?? {}).flatMap((name) => {
+        const kind = kindOf(name)
+        return kind === undefined ? [] : [{ where: 'body' as const, name, kind }]
+      }),
+      ...query.map((p) => ({ where: 'query' as const, name: p.name, kind: kindOf(p.name)! })),
+    ]
+    for (const target of targets) {
+      const send = (org: Org) => {
+        const value = org[target.kind]
+        const search = new URLSearchParams()
+        for (const p of op.parameters.filter((q) => q.in === 'query' && q.required)) search.set(p.name, String(instanceOf(p.schema, hints, p.name)))
+        if (target.where === 'query') search.set(target.name, String(value))
+        const qs = search.toString() === '' ? '' : `?${search}`
+        return request(url, `${path}${qs}`, { method: op.method, headers: b.headers, ...(body === undefined ? {} : { body: target.where === 'body' ? { ...body, [target.name]: value } : body }) })
+      }
+      const own = await send(b)
+      if (own.status >= 300) continue
+      const foreign = await send(a)
+      fields.add(`${op.method} ${op.path} ${target.where}.${target.name}`)
+      checked++
+      t.equal(foreign.status, 404, `${op.method} ${op.path}: ${target.where}.${target.name} = A's ${target.kind}`, { body: foreign.text })
+    }
+  }
+  t.ok(checked >= 8, `fields checked against the served document (${[...fields].join('; ')})`)
 })
