@@ -1,13 +1,13 @@
 /**
- * The Redis `ShardDirectory` (issue 7; DESIGN section 6): several nodes with
+ * The Redis `ShardDirectory` (docs/operations.md, several nodes): several nodes with
  * the same DATABASE_URL and REDIS_URL share the shards, one owner each.
  *
  * - Membership: every node heartbeats into a sorted set scored by its
  *   expiry (Redis's clock, inside a Lua script, so node clocks never
  *   disagree about who is alive).
  * - Leases: one key per shard holding the owner's node id with a TTL. Take
- *   (SET NX PX), renew and release are Lua scripts that check the holder in
- *   the same step: no read-then-write race.
+ *   (SET NX PX), renew and release are Lua scripts (src/cluster/lua/) that
+ *   check the holder in the same step: no read-then-write race.
  * - Fencing: each acquisition raises the shard's token in PostgreSQL
  *   (shard_tokens); the shard counts as owned only once that commit is back.
  *   The durable writes of the shard's actors carry the token, and
@@ -32,6 +32,7 @@ import { ShardUnavailable, shardCount, type ShardDirectory } from '../../actors/
 import type { Logger } from '../log.js'
 import type { MetricsRegistry } from '../metrics.js'
 import { setLocal } from '../storage/set-local.js'
+import { withLuaScripts, type ScriptedRedis } from './lua-scripts.js'
 
 export interface RedisShardDirectoryOptions {
   redisUrl: string
@@ -51,56 +52,6 @@ export interface RedisShardDirectoryOptions {
   /** Shards, for tests with fewer than `shardCount`. */
   shards?: number
 }
-
-/** Heartbeat: this node's expiry on Redis's clock; expired members dropped; the live members returned. */
-const heartbeatScript = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-return redis.call('ZRANGE', KEYS[1], 0, -1)`
-
-/** Renew: for each key still held by ARGV[1], a new TTL; 1 where renewed, 0 where the lease is someone else's or gone. */
-const renewScript = `
-local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('PEXPIRE', key, ARGV[2])
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out`
-
-/**
- * Take: a free lease, or one this node id already holds (a restart of the same node reclaims its
- * shards at once instead of waiting for its old leases to expire; the token raise that follows
- * fences its previous incarnation). 1 where taken.
- */
-const takeScript = `
-local out = {}
-for i, key in ipairs(KEYS) do
-  local holder = redis.call('GET', key)
-  if holder == false or holder == ARGV[1] then
-    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out`
-
-/** Release: delete the keys still held by ARGV[1]. */
-const releaseScript = `
-local n = 0
-for _, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[1] then
-    redis.call('DEL', key)
-    n = n + 1
-  end
-end
-return n`
 
 /** Rendezvous weight of a node for a shard: the highest wins. */
 export function placementWeight(nodeId: string, shard: number): bigint {
@@ -129,7 +80,7 @@ interface Held {
 
 export class RedisShardDirectory implements ShardDirectory {
   readonly nodeId: string
-  readonly #redis: Redis
+  readonly #redis: ScriptedRedis
   readonly #o: Required<Omit<RedisShardDirectoryOptions, 'nodeId' | 'redisUrl'>>
   readonly #prefix: string
   readonly #held = new Map<number, Held>()
@@ -159,7 +110,7 @@ export class RedisShardDirectory implements ShardDirectory {
     }
     this.#prefix = `printfarm:${options.keyspace}:shards:`
     this.#owners = new Array(this.#o.shards).fill(undefined)
-    this.#redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true })
+    this.#redis = withLuaScripts(new Redis(options.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true }))
     this.#redis.on('error', (error: unknown) => this.#o.logger.warn('shard directory: Redis error', { error }))
     const m = options.metrics
     this.#metrics = {
@@ -234,7 +185,7 @@ export class RedisShardDirectory implements ShardDirectory {
     this.#metrics.renewals.inc({ outcome: 'fenced' })
     this.#o.logger.warn('shard fenced by a newer token; given up', { shard, nodeId: this.nodeId })
     this.#lose(shard)
-    this.#redis.eval(releaseScript, 1, this.#key(shard), this.nodeId).catch(() => undefined)
+    this.#redis.release(1, this.#key(shard), this.nodeId).catch(() => undefined)
   }
 
   async start(): Promise<void> {
@@ -251,7 +202,7 @@ export class RedisShardDirectory implements ShardDirectory {
     const shards = [...this.#held.keys()]
     for (const shard of shards) this.#lose(shard)
     try {
-      if (shards.length > 0) await this.#redis.eval(releaseScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
+      if (shards.length > 0) await this.#redis.release(shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
       await this.#redis.zrem(this.#membersKey, this.nodeId)
     } catch (error) {
       this.#o.logger.warn('shard directory: leaving failed; leases expire by themselves', { error })
@@ -285,7 +236,7 @@ export class RedisShardDirectory implements ShardDirectory {
       for (const shard of expired) this.#lose(shard)
     }
     const nodeTtl = this.#o.leaseMs
-    this.#members = ((await this.#redis.eval(heartbeatScript, 1, this.#membersKey, this.nodeId, nodeTtl)) as string[]).sort()
+    this.#members = ((await this.#redis.heartbeat(1, this.#membersKey, this.nodeId, nodeTtl)) as string[]).sort()
     await this.#renew()
     const wanted = (shard: number) => placementOf(shard, this.#members) === this.nodeId
     const moveAway = [...this.#held.keys()].filter((s) => !wanted(s)).slice(0, this.#o.movesPerTick)
@@ -307,7 +258,7 @@ export class RedisShardDirectory implements ShardDirectory {
     const shards = [...this.#held.keys()]
     if (shards.length === 0) return
     const sentAt = performance.now()
-    const renewed = (await this.#redis.eval(renewScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
+    const renewed = (await this.#redis.renew(shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
     const validUntil = sentAt + this.#o.leaseMs - this.#margin()
     shards.forEach((shard, i) => {
       const held = this.#held.get(shard)
@@ -330,13 +281,13 @@ export class RedisShardDirectory implements ShardDirectory {
 
   async #release(shards: number[]): Promise<void> {
     for (const shard of shards) this.#lose(shard)
-    await this.#redis.eval(releaseScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
+    await this.#redis.release(shards.length, ...shards.map((s) => this.#key(s)), this.nodeId)
     this.#metrics.releases.inc({}, shards.length)
   }
 
   async #acquire(shards: number[]): Promise<void> {
     const sentAt = performance.now()
-    const results = (await this.#redis.eval(takeScript, shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
+    const results = (await this.#redis.take(shards.length, ...shards.map((s) => this.#key(s)), this.nodeId, this.#o.leaseMs)) as number[]
     const taken = shards.filter((_, i) => results[i] === 1)
     if (taken.length === 0) return
     let tokens: Map<number, number>
@@ -345,7 +296,7 @@ export class RedisShardDirectory implements ShardDirectory {
     } catch (error) {
       // Without a token the shard cannot be written: give the leases back for another node (or the next tick).
       this.#o.logger.warn('shard directory: fencing tokens not raised; leases given back', { error })
-      await this.#redis.eval(releaseScript, taken.length, ...taken.map((s) => this.#key(s)), this.nodeId).catch(() => undefined)
+      await this.#redis.release(taken.length, ...taken.map((s) => this.#key(s)), this.nodeId).catch(() => undefined)
       return
     }
     const validUntil = sentAt + this.#o.leaseMs - this.#margin()
