@@ -1,5 +1,5 @@
 /**
- * Status displays (issue 6): 1,000 simulated displays (src/displays/simulator.ts,
+ * Status displays (issue 6): 1,000 simulated displays (src/simulators/display-sim.ts,
  * every device rule: verify bytes and hash, durable fence, receipts) on the
  * service's embedded broker, real PostgreSQL underneath.
  *
@@ -43,9 +43,9 @@ import { connectAsync, type MqttClient } from 'mqtt'
 import postgres from 'postgres'
 import { freePort, startProcess, stopProcess, waitForHttp, cpuSeconds, startServiceProcess } from './support/process.js'
 import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from './support/report.js'
-import { DisplaySimulator } from '../src/displays/simulator.js'
+import { DisplaySimulator } from '../src/simulators/display-sim.js'
 // TCP_NODELAY on the limit's clients too, as the simulated displays set it.
-import { answerAtOnce } from '../src/displays/simulator-connection.js'
+import { answerAtOnce } from '../src/simulators/display-sim-connection.js'
 
 const databaseUrl = benchDatabaseUrl('displays')
 const displayCount = Number(process.env['BENCH_DISPLAYS'] ?? 1000)

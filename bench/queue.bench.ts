@@ -29,9 +29,9 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import postgres from 'postgres'
 import { Matcher, planQueue, type QueueJob, type QueuePrinter, type RequiredFilament } from '../protocol/queue-match.js'
-import { loadConfig } from '../src/config.js'
-import { createLogger } from '../src/log.js'
-import { startService } from '../src/service.js'
+import { loadConfig } from '../src/node/config.js'
+import { createLogger } from '../src/observability/log.js'
+import { startService } from '../src/node/service.js'
 import { reportDetail, reportMeasurement, reportSkipped } from './support/report.js'
 
 const databaseUrl = benchDatabaseUrl('queue')

@@ -4,17 +4,17 @@
  * 2 bad configuration or usage (fix the environment or the arguments: a bad
  * variable, a taken port, a HOST that is not this machine's, a DATA_DIR in use).
  */
-import { ConfigError, loadConfig } from './config.js'
+import { ConfigError, loadConfig } from './node/config.js'
 import { StartupProblem } from './startup/problems.js'
-import { createLogger } from './log.js'
-import { allRoutes, startService } from './service.js'
-import { renderRouteTable } from './route-table.js'
+import { createLogger } from './observability/log.js'
+import { allRoutes, startService } from './node/service.js'
+import { renderRouteTable } from './http/route-table.js'
 import { openDatabase } from './storage/database.js'
 import { migrate } from './storage/migrate.js'
 import { migrations } from './storage/migrations/index.js'
-import { serviceVersion } from './version.js'
-import { runDisplaySim } from './displays/simulator-cli.js'
-import { runBridgeSim } from './bridge/bridge-sim-cli.js'
+import { serviceVersion } from './node/version.js'
+import { runDisplaySim } from './simulators/display-sim-cli.js'
+import { runBridgeSim } from './simulators/bridge-sim-cli.js'
 import { runMosquittoSetup } from './mqtt/setup-cli.js'
 import { runAdminCommand } from './auth/admin-cli.js'
 

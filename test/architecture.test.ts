@@ -86,9 +86,9 @@ for (const layer of layers) {
 }
 
 t.test('architecture - the rule itself catches a wrong-way import', async (t) => {
-  t.equal(layerOf(join(root, 'protocol', 'x.ts'), '../src/service.js'), 'src')
+  t.equal(layerOf(join(root, 'protocol', 'x.ts'), '../src/node/service.js'), 'src')
   t.notOk(mayImport.protocol.includes('src'))
-  t.ok(importsOf(join(root, 'src', 'service.ts')).includes('./routes/system.js'), 'the import reader finds a known import')
+  t.ok(importsOf(join(root, 'src', 'node', 'service.ts')).includes('../routes/system.js'), 'the import reader finds a known import')
 })
 
 /**
@@ -200,4 +200,9 @@ t.test('architecture - the purity scan catches each planted impure global, with 
     'export const wait = (clock: { setTimeout(fn: () => void): void }) => clock.setTimeout(() => undefined)',
   ].join('\n')
   t.strictSame(impuritiesIn('clean.ts', clean), [], 'comments, strings, new Date(ms) and injected timers are not flagged')
+})
+
+t.test('architecture - src/ holds only the entry point at its root; everything else lives in the folder of its concern', async (t) => {
+  const loose = readdirSync(join(root, 'src')).filter((name) => name.endsWith('.ts'))
+  t.strictSame(loose, ['cli.ts'], 'only src/cli.ts (the node is in src/node, HTTP in src/http, simulators in src/simulators)')
 })

@@ -13,11 +13,11 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { errorCodes, type ErrorCodeInfo } from '../protocol/errors.js'
-import { configVariables } from '../src/config.js'
-import { buildOpenApiDocument } from '../src/openapi.js'
-import { renderRouteTable } from '../src/route-table.js'
-import { allRoutes } from '../src/service.js'
-import { apiVersion } from '../src/version.js'
+import { configVariables } from '../src/node/config.js'
+import { buildOpenApiDocument } from '../src/http/openapi.js'
+import { renderRouteTable } from '../src/http/route-table.js'
+import { allRoutes } from '../src/node/service.js'
+import { apiVersion } from '../src/node/version.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const readmePath = join(root, 'README.md')
@@ -82,7 +82,7 @@ t.test('readme - the configuration table lists exactly the variables the service
   t.same([...new Set(documented)].length, documented.length, 'no variable is listed twice')
   const read = new Set<string>(configVariables)
   for (const name of configVariables) t.ok(documented.includes(name), `${name} is in the configuration table`)
-  for (const name of documented) t.ok(read.has(name), `${name} in the table is a variable the service reads (src/config.ts configVariables)`)
+  for (const name of documented) t.ok(read.has(name), `${name} in the table is a variable the service reads (src/node/config.ts configVariables)`)
 })
 
 /** A command's name: its leading lower-case words (`admin reset-password EMAIL` → `admin reset-password`). */

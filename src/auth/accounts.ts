@@ -7,10 +7,10 @@ import { randomBytes } from 'node:crypto'
 import type { Static } from '@sinclair/typebox'
 import { ServiceError } from '../../protocol/errors.js'
 import type { MemberSchema, OrganizationSchema, Role as RoleSchema, UserSchema } from '../../protocol/schemas/accounts.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Queryable } from '../storage/database.js'
 import { hashPassword } from './passwords.js'
-import { perTurn } from '../per-turn.js'
+import { perTurn } from '../async/per-turn.js'
 
 // The answers' own types: the schemas the routes publish are the one definition.
 export type Role = Static<typeof RoleSchema>

@@ -3,8 +3,8 @@
  * with the service's own configuration (DATABASE_URL, or the embedded store
  * in DATA_DIR). The way back in when the admin password is lost.
  */
-import type { Config } from '../config.js'
-import { createLogger } from '../log.js'
+import type { Config } from '../node/config.js'
+import { createLogger } from '../observability/log.js'
 import { openDatabase } from '../storage/database.js'
 import { migrate } from '../storage/migrate.js'
 import { migrations } from '../storage/migrations/index.js'

@@ -13,7 +13,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { ApiKeyRecord } from '../../protocol/schemas/api-keys.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Sql } from 'postgres'
 import type { Queryable } from '../storage/database.js'
 import { sha256 } from '../secrets/digest.js'

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto'
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose'
 import type { Sql } from 'postgres'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { SealedBox } from '../secrets/sealed-box.js'
 
 export const signingAlgorithm = 'ES256'

@@ -35,9 +35,9 @@ import { Redis } from 'ioredis'
 import { performance } from 'node:perf_hooks'
 import { FrameSchema, type AnswerFrame, type CallArgs, type CallFrame, type CallResult, type NodeCalls, type NodeCallTable, type OpOf } from '../../protocol/node-calls.js'
 import { compileCalls, compileNodeCallValidator, type CompiledCalls } from '../../protocol/schemas/validator.js'
-import { withTimeout } from '../deadline.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import { withTimeout } from '../async/deadline.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import { fromWire, NodeCallServer, type NodeCallHandler } from './node-call-server.js'
 
 /** How long a start waits for Redis before it fails. */

@@ -14,8 +14,8 @@
 import { isErrorCode, ServiceError } from '../../protocol/errors.js'
 import type { AnswerFrame, CallArgs, CallFrame, CallResult, NodeCallTable, OpOf, WireError } from '../../protocol/node-calls.js'
 import type { CompiledCalls } from '../../protocol/schemas/validator.js'
-import type { Logger } from '../log.js'
-import type { Counter } from '../metrics.js'
+import type { Logger } from '../observability/log.js'
+import type { Counter } from '../observability/metrics.js'
 
 export type NodeCallHandler<Calls extends NodeCallTable, Op extends OpOf<Calls>> = (args: CallArgs<Calls, Op>) => Promise<CallResult<Calls, Op>>
 

@@ -20,8 +20,8 @@
  * too, since a registration may be between its grant and its commit.
  */
 import { displayTopicAccess, type DisplayCredential } from '../../protocol/display-mqtt.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import { DynamicSecurity, DynamicSecurityError, type Acl } from '../mqtt/dynamic-security.js'
 import type { EmbeddedBroker } from '../mqtt/embedded-broker.js'
 import { displayUsername, type DisplayStore } from './display-store.js'

@@ -17,7 +17,7 @@ import type { DesiredActivation, DisplayView } from '../../protocol/schemas/sign
 import type { CapabilityRequirements } from '../../protocol/signal-profile/compiler.js'
 import { storedStatus, type ActivationProgress, type AssignRequest, type DisplayPersistence, type ReceiptSession, type StoredActivation } from '../../actors/display-persistence.js'
 import type { ActivationIdentity } from '../../machines/display-activation.js'
-import { perTurn } from '../per-turn.js'
+import { perTurn } from '../async/per-turn.js'
 import { sha256 } from '../secrets/digest.js'
 
 interface DisplayRow {
@@ -153,7 +153,7 @@ export function capabilityShortfall(requirements: CapabilityRequirements, capabi
   return undefined
 }
 
-/** A write waiting for its turn's statement (src/per-turn.ts): settled with its own row's outcome. */
+/** A write waiting for its turn's statement (src/async/per-turn.ts): settled with its own row's outcome. */
 interface Waiting<T> {
   resolve: (value: T) => void
   reject: (error: unknown) => void

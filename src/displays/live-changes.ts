@@ -13,7 +13,7 @@
  * its snapshot from the store.
  */
 import { storedStatus, type StoredActivation } from '../../actors/display-persistence.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { DisplayLive, DisplayStore } from './display-store.js'
 
 export type DisplayLiveListener = (organizationId: string, display: DisplayLive | { id: string; deleted: true }) => void

@@ -19,7 +19,7 @@
  * A pixel whose printer no longer exists shows UNKNOWN.
  */
 import { feedLifetimeMs, feedRefreshMs, feedTopic, feedVersion, type DisplayAddress, type Feed } from '../../protocol/display-mqtt.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Snapshots } from '../live/snapshots.js'
 import type { DisplayStore } from './display-store.js'
 

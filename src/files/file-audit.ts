@@ -12,7 +12,7 @@
  * `outside_model`, `not_found` or `not_orphaned`.
  */
 import type { Sql } from 'postgres'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import { assertObjectKey, type FileStore } from './file-store.js'
 import type { FileRow } from './file-records.js'
 import type { ModelStore } from './model-store.js'

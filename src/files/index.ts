@@ -4,9 +4,9 @@
  * the stores, uploads and download signer built on it.
  */
 import { join } from 'node:path'
-import type { Config } from '../config.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import type { Config } from '../node/config.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import type { SealedBox } from '../secrets/sealed-box.js'
 import type { Database } from '../storage/database.js'
 import { DownloadSigner } from './download-urls.js'

@@ -3,8 +3,8 @@
  * dispatcher (dispatch.ts) on every other path, an exclusive listen socket,
  * and a drain on close. Routing and answering are the dispatcher's.
  */
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import { StartupProblem } from '../startup/problems.js'
 import { createDispatcher, type DispatchOptions } from './dispatch.js'
 import { assertNativeUws, listenExclusivePort, uWS, type TemplatedApp, type us_listen_socket } from './uws.js'

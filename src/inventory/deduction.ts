@@ -32,9 +32,9 @@ import type { Clock } from '../../actors/clock.js'
 import type { PrinterChange } from '../../actors/printer-actor.js'
 import type { LedgerEntry } from '../../protocol/schemas/inventory.js'
 import type { PrintJob } from '../../protocol/schemas/print-jobs.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
-import { perTurn } from '../per-turn.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
+import { perTurn } from '../async/per-turn.js'
 import { writeLedgerEntry } from './spool-ledger.js'
 
 type RequiredMaterial = PrintJob['constraints']['required_materials'][number]

@@ -17,7 +17,7 @@
  */
 import { ServiceError } from '../../protocol/errors.js'
 import type { Dispatcher } from '../jobs/dispatch.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { LiveHub } from './hub.js'
 
 /** The dispatcher as the host topic uses it. */

@@ -7,7 +7,7 @@
  * notices arriving meanwhile coalesced into one more read, and a frame goes
  * out only when the queue looks different from the last one sent.
  */
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { LiveHub } from './hub.js'
 
 export class QueueFeed {

@@ -21,9 +21,9 @@
 import { decode, encode } from '@msgpack/msgpack'
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { withTimeout } from '../deadline.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import { withTimeout } from '../async/deadline.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import type { TaskTouched } from './host-tasks.js'
 import type { LiveChange, LiveHub, LiveRemoval } from './hub.js'
 

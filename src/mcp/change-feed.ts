@@ -21,7 +21,7 @@
  */
 import type { Sql } from 'postgres'
 import type { OrganizationChange } from '../live/index.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { ListenScope, OrganizationBus } from './change-bus.js'
 import { jobUri, printerUri, queueUri } from './resources.js'
 

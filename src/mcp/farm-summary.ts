@@ -6,7 +6,7 @@
 import { displayStatuses } from '../../protocol/display-status.js'
 import { organizationOf } from '../auth/principal.js'
 import type { Principal } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from '../routes/route-context.js'
 import type { ToolResult } from './route-tools.js'
 
 const jobStatuses = ['queued', 'dispatching', 'printing', 'paused', 'awaiting_verification', 'succeeded', 'failed', 'cancelled'] as const

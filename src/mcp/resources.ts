@@ -11,7 +11,7 @@
  */
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate, type McpServer, type ScopeChallengeHandler } from '@modelcontextprotocol/server'
 import type { Principal } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from '../routes/route-context.js'
 import type { RouteTool } from './route-tools.js'
 
 export const queueUri = 'printfarm://queue'

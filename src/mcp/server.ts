@@ -11,8 +11,8 @@
  */
 import { createMcpHandler, McpServer, type AuthInfo, type McpHttpHandler, type ScopeChallengeHandler, type StandardSchemaWithJSON } from '@modelcontextprotocol/server'
 import type { Principal } from '../http/route.js'
-import type { Services } from '../services.js'
-import { serviceVersion } from '../version.js'
+import type { Services } from '../routes/route-context.js'
+import { serviceVersion } from '../node/version.js'
 import { queueHead } from '../queue/queue-view.js'
 import { OrganizationBus } from './change-bus.js'
 import { McpChangeFeed } from './change-feed.js'

@@ -14,7 +14,7 @@ import { fileMetadataRoute } from '../routes/files.js'
 import { listMaterialsRoute } from '../routes/materials.js'
 import { adjustSpoolRoute, listSpoolsRoute } from '../routes/inventory.js'
 import type { Route, RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from '../routes/route-context.js'
 import { RouteTool, type RouteToolSpec } from './route-tools.js'
 
 const r = (route: unknown): Route<RouteSchemas, Services> => route as Route<RouteSchemas, Services>

@@ -6,9 +6,9 @@
  */
 import { connectAsync, MqttClient } from 'mqtt'
 import { randomBytes } from 'node:crypto'
-import type { Config } from '../config.js'
-import { redact } from '../config.js'
-import type { Logger } from '../log.js'
+import type { Config } from '../node/config.js'
+import { redact } from '../node/config.js'
+import type { Logger } from '../observability/log.js'
 import { startEmbeddedBroker, type EmbeddedBroker, type EmbeddedBrokerOptions } from './embedded-broker.js'
 
 export interface MqttConnection {

@@ -22,7 +22,7 @@ import { Aedes, type AuthenticateError, type Client } from 'aedes'
 import { indexedMemoryPersistence } from './retained-index.js'
 import { inProcessLink } from './in-process-link.js'
 import { baseTopic, displayTopicAccess, topicRoot } from '../../protocol/display-mqtt.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import { StartupProblem } from '../startup/problems.js'
 
 export interface DisplayLogin {

@@ -7,7 +7,7 @@
 import { connectAsync } from 'mqtt'
 import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
-import { redact } from '../config.js'
+import { redact } from '../node/config.js'
 import { DynamicSecurity, ensureServiceLogin, serviceRoleName } from './dynamic-security.js'
 
 export const mosquittoSetupUsage = `usage: printfarm mosquitto-setup --admin-url mqtt://<dynsec admin>:<password>@host:port [--service-url mqtt://<user>:<password>@host:port]

@@ -28,7 +28,7 @@ import type { AuthorizeQuery, SessionHandoffBody } from '../../protocol/schemas/
 import { bridgeOnlyScopes, isScope, scopesForRole } from '../../protocol/scopes.js'
 import { chooseOrganization } from '../auth/authenticate.js'
 import { membershipsOf } from '../auth/accounts.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
 import { pruneExpiredGrants } from './prune.js'
 import type { Resources } from './resources.js'

@@ -9,7 +9,7 @@
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import type { Authorization } from '../../protocol/schemas/oauth.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import { revokeFamily } from './families.js'
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i

@@ -11,7 +11,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriProblem } from '../../protocol/redirect-uris.js'
 import type { CreateOAuthClientBody, OAuthClient, RegisterClientBody, RegisteredClient, UpdateOAuthClientBody } from '../../protocol/schemas/oauth-clients.js'
 import { clientScopes, consentScopes, isScope } from '../../protocol/scopes.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import { sha256 } from '../secrets/digest.js'
 
 interface ClientRow {

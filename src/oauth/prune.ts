@@ -9,7 +9,7 @@
  * last access token has expired (an access token lives at most a day).
  */
 import type { Sql } from 'postgres'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 
 const everyMs = 60_000
 let lastRun = 0

@@ -8,7 +8,7 @@ import type { BridgeBinding } from '../auth/host-binding.js'
 import { randomUUID } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { PrinterConfig, UpdatePrinterConfigBody, UpsertPrinterConfigBody } from '../../protocol/schemas/printers.js'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { SealedBox } from '../secrets/sealed-box.js'
 import type { Database, Queryable } from '../storage/database.js'
 

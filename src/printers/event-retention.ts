@@ -10,7 +10,7 @@
  * the printer's state again; its seqn slot is free by then, so it is stored
  * again as a late event (and deleted again with its age).
  */
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Database } from '../storage/database.js'
 
 export class EventRetention {

@@ -7,8 +7,8 @@
  */
 import type { Clock } from '../../actors/clock.js'
 import { displayStatuses, type DisplayStatus } from '../../protocol/display-status.js'
-import type { Logger } from '../log.js'
-import type { MetricsRegistry } from '../metrics.js'
+import type { Logger } from '../observability/log.js'
+import type { MetricsRegistry } from '../observability/metrics.js'
 import type { PrinterReads } from './printer-reads.js'
 
 export class FleetGauges {

@@ -20,7 +20,7 @@ import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { claimPage, pageSecurity } from '../oauth/pages.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { withinFailureBudget } from './oauth-failures.js'
 import { publicFile } from './public-files.js'
 

@@ -19,7 +19,7 @@ import {
 import { createApiKey, deleteApiKey, getApiKey, listApiKeys, updateApiKey } from '../auth/api-keys.js'
 import { organizationOf, userIdOrNull } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 const read = { kind: 'organization', scope: null } as const
 const write = { kind: 'organization', scope: null, admin: true } as const

@@ -34,7 +34,7 @@ import { userOf } from '../auth/principal.js'
 import { acquireAll, addressGroup, rateLimited, releaseAll } from '../auth/failure-limiter.js'
 import { sha256 } from '../secrets/digest.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const authCodeLifetimeSeconds = 10 * 60
 const alphabet = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'

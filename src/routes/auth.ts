@@ -9,7 +9,7 @@ import { userOf } from '../auth/principal.js'
 import { decoyHash, hashPassword, needsRehash, verifyPassword } from '../auth/passwords.js'
 import { acquireAll, addressGroup, rateLimited, releaseAll } from '../auth/failure-limiter.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 
 /** A password guess counts per account at one address, per address, and per account from everywhere. */

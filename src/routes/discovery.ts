@@ -13,8 +13,8 @@ import { clientScopes, consentScopes } from '../../protocol/scopes.js'
 import { signingAlgorithm } from '../auth/keyring.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { claimPollInterval } from '../oauth/agent-identity.js'
-import type { Services } from '../services.js'
-import { serviceVersion } from '../version.js'
+import type { Services } from './route-context.js'
+import { serviceVersion } from '../node/version.js'
 
 const cached = { 'cache-control': 'public, max-age=300' }
 const Document = (title: string) => Type.Object({}, { additionalProperties: true, title })

@@ -21,7 +21,7 @@ import {
 } from '../../protocol/schemas/signal-profiles.js'
 import { ServiceError } from '../../protocol/errors.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
 import { invalidRequestCode, mutate, read } from './group-l-access.js'
 import { activationView } from '../displays/display-store.js'

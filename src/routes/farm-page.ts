@@ -5,7 +5,7 @@
  * live feed's WebSocket, so nothing injected could run or phone elsewhere.
  */
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { publicFile } from './public-files.js'
 
 const html = publicFile('farm.html')

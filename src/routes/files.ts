@@ -12,7 +12,7 @@ import { organizationOf } from '../auth/principal.js'
 import { fileNotFound, fileRecordOf, type FileRow } from '../files/file-records.js'
 import { FileStoreError } from '../files/file-store.js'
 import { defineRoute, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const fileMetadataRoute = defineRoute({
   method: 'GET',

@@ -20,7 +20,7 @@ import { SuccessSchema } from '../../protocol/schemas/models.js'
 import { assertOwned } from '../auth/owned-ids.js'
 import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const listSpoolsRoute = defineRoute({
   method: 'GET',

@@ -11,7 +11,7 @@ import { FileParams, SuccessSchema } from '../../protocol/schemas/models.js'
 import { assertOwned } from '../auth/owned-ids.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const saveMakeRoute = defineRoute({
   method: 'POST',

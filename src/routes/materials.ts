@@ -7,7 +7,7 @@ import { CreateMaterialBody, MaterialListQuery, MaterialListSchema, MaterialPara
 import { SuccessSchema } from '../../protocol/schemas/models.js'
 import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const listMaterialsRoute = defineRoute({
   method: 'GET',

@@ -24,7 +24,7 @@ import { defineRoute, type Principal, type Reply, type Route, type RouteRequest,
 import type { ListenScope } from '../mcp/change-bus.js'
 import { checkListen, listenLimitReached, listenRequestOf, maxListenStreamsPerOrganization, maxListenStreamsPerPerson, type ListenRefusal, type ListenRequest } from '../mcp/listen.js'
 import { FarmMcp, principalOf } from '../mcp/server.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { ServiceError } from '../../protocol/errors.js'
 
 /** One MCP server per running service (tests start several in one process, and look at its streams). */

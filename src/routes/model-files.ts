@@ -23,7 +23,7 @@ import { Type } from '@sinclair/typebox'
 import { organizationOf } from '../auth/principal.js'
 import { fileRecordOf } from '../files/file-records.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 const OrganizationQuery = Type.Object({ organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Must name the request's organization when given." })) }, { additionalProperties: false })
 

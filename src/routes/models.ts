@@ -18,7 +18,7 @@ import {
 } from '../../protocol/schemas/models.js'
 import { organizationOf, userIdOrNull } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const createModelRoute = defineRoute({
   method: 'POST',

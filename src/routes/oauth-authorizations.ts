@@ -9,7 +9,7 @@
 import { AuthorizationListSchema, AuthorizationParams } from '../../protocol/schemas/oauth.js'
 import { SuccessSchema } from '../../protocol/schemas/models.js'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 /** An admin acts on the whole organization; a member only on what acts for them. */
 function scopeOf(principal: Principal): { organizationId: string; onlyFor: string | undefined; userId: string } {

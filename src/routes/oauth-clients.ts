@@ -22,7 +22,7 @@ import { chooseOrganization } from '../auth/authenticate.js'
 import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { clientNotFound } from '../oauth/client-store.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 /** The client, when the caller is a member (or, for `admin`, an admin) of its organization. */
 async function clientFor(svc: Services, userId: string, idOrClientId: string, admin: boolean): Promise<OAuthClient> {

@@ -7,7 +7,7 @@
 import { ServiceError } from '../../protocol/errors.js'
 import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import type { RouteRequest } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export async function withinFailureBudget<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>, isGuess: (error: unknown) => boolean): Promise<T> {
   const from = addressGroup(req.remoteAddress)

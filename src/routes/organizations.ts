@@ -17,7 +17,7 @@ import {
 import { addMember, createOrganization, listMembers, membershipsOf, removeMember, roleIn, type Role } from '../auth/accounts.js'
 import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import type { Queryable } from '../storage/database.js'
 
 /** The caller's role in the organization of the path; 404 when they are not in it (no existence leak). */

@@ -20,7 +20,7 @@ import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
 import { explainJobs } from '../queue/queue-view.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const createPrintJobRoute = defineRoute({
   method: 'POST',

@@ -24,7 +24,7 @@ import {
   UpsertResultSchema,
 } from '../../protocol/schemas/printers.js'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { holdsScope, organizationOf } from '../auth/principal.js'
 import { assertOwned } from '../auth/owned-ids.js'
 import { ServiceError } from '../../protocol/errors.js'

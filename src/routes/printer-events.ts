@@ -20,7 +20,7 @@ import {
 } from '../../protocol/printer-events.js'
 import { ServiceError, type ErrorCode } from '../../protocol/errors.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
 
 const ingestErrors: ErrorCode[] = [

@@ -22,7 +22,7 @@ import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { answerReadyGate } from '../jobs/ready-gate.js'
 import { configChanged } from './printer-config.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const hostTasksRoute = defineRoute({
   method: 'GET',

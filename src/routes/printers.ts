@@ -17,7 +17,7 @@ import { PrinterParams } from '../../protocol/schemas/printers.js'
 import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { printerStateOfView } from '../printers/read-model.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const listPrintersRoute = defineRoute({
   method: 'GET',

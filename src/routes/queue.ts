@@ -9,7 +9,7 @@ import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { queueList } from '../queue/queue-view.js'
 import { reorder } from '../queue/reorder.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const getQueueRoute = defineRoute({
   method: 'GET',

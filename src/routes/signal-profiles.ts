@@ -20,7 +20,7 @@ import {
 import { compileDraft } from '../../protocol/signal-profile/compiler.js'
 import { Type } from '@sinclair/typebox'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
 import { invalidRequestCode, mutate, read } from './group-l-access.js'
 

@@ -24,7 +24,7 @@ import { SuccessSchema } from '../../protocol/schemas/models.js'
 import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
-import type { Services } from '../services.js'
+import type { Services } from './route-context.js'
 
 export const createSkuRoute = defineRoute({
   method: 'POST',

@@ -7,8 +7,8 @@ import { Type } from '@sinclair/typebox'
 import { HealthSchema, ReadinessSchema, type Health, type Readiness } from '../../protocol/schemas/common.js'
 import { jsonContentType } from '../http/exchange.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
-import type { Services } from '../services.js'
-import { serviceVersion } from '../version.js'
+import type { Services } from './route-context.js'
+import { serviceVersion } from '../node/version.js'
 
 const probe = { kind: 'public', reason: 'probe for load balancers and orchestrators; reveals no farm data' } as const
 

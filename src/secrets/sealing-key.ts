@@ -7,7 +7,7 @@
  * was set stays usable for opening, so values sealed earlier still read.
  */
 import { randomBytes } from 'node:crypto'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Queryable } from '../storage/database.js'
 import { SealedBox } from './sealed-box.js'
 

@@ -6,7 +6,7 @@
  * so a port taken in between still fails the start rather than being shared.
  */
 import { createServer } from 'node:net'
-import type { Config } from '../config.js'
+import type { Config } from '../node/config.js'
 import { PortInUse } from '../http/server.js'
 import { MqttPortInUse } from '../mqtt/embedded-broker.js'
 import { StartupProblem } from './problems.js'

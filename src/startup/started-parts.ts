@@ -4,7 +4,7 @@
  * stop alike, so the two cannot drift apart (a part started is a part
  * stopped). Each closer must be safe to call once its part is up.
  */
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 
 export class StartedParts {
   readonly #closers: (() => unknown)[] = []

@@ -4,10 +4,10 @@
  */
 import { performance } from 'node:perf_hooks'
 import postgres, { type Sql, type TransactionSql } from 'postgres'
-import type { Config } from '../config.js'
-import { redact } from '../config.js'
-import type { Logger } from '../log.js'
-import { withTimeout } from '../deadline.js'
+import type { Config } from '../node/config.js'
+import { redact } from '../node/config.js'
+import type { Logger } from '../observability/log.js'
+import { withTimeout } from '../async/deadline.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
 import { noDelaySockets } from './pg-socket.js'
 

@@ -12,7 +12,7 @@ import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } 
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import { StartupProblem } from '../startup/problems.js'
 
 export interface EmbeddedPostgres {

@@ -5,7 +5,7 @@
  * migration leaves the schema as it was.
  */
 import type { Sql } from 'postgres'
-import type { Logger } from '../log.js'
+import type { Logger } from '../observability/log.js'
 import type { Migration } from './migrations/index.js'
 
 /** First key of the two-key advisory lock; the second is the schema's hash. */

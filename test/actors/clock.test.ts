@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { systemClock } from '../../actors/clock.js'
 import { SimulatedClock } from '../helpers/clock.js'
 
-const root = new URL('../../', import.meta.url)
+const root = new URL('../..', import.meta.url)
 
 t.test('clock - actors/ and src/live/ read the time and set timers only through the injected clock', async (t) => {
   // `this.#clock.setTimeout(` is the injected clock; a bare `setTimeout(` or `Date.now()` is not.

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { request } from './http.js'
 import { testAdmin, type TestContext } from './service.js'
 
-const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 const cliPath = fileURLToPath(new URL('../../src/cli.ts', import.meta.url))
 
 /** A free loopback port (released before the child binds it; the child reports a clash by exiting). */

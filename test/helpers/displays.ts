@@ -6,7 +6,7 @@
 import { request, type HttpResult } from './http.js'
 import { openFarm, addPrinter, type Farm } from './bridge.js'
 import { startTestService, type TestContext, type TestService } from './service.js'
-import { DisplaySimulator, type SimulatorOptions } from '../../src/displays/simulator.js'
+import { DisplaySimulator, type SimulatorOptions } from '../../src/simulators/display-sim.js'
 import type { Draft } from '../../protocol/signal-profile/draft.js'
 
 export interface DisplayFarm extends Farm {

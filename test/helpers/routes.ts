@@ -1,6 +1,6 @@
 /** Test-only routes mounted next to the real ones (StartOptions.extraRoutes). */
 import { defineRoute, type Route, type RouteSchemas } from '../../src/http/route.js'
-import type { Services } from '../../src/services.js'
+import type { Services } from '../../src/routes/route-context.js'
 
 export interface Gate {
   readonly route: Route<RouteSchemas, Services>

@@ -10,9 +10,9 @@ import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { PGlite } from '@electric-sql/pglite'
 import postgres from 'postgres'
-import { loadConfig, type Config } from '../../src/config.js'
-import { createLogger, type Logger } from '../../src/log.js'
-import { startService, type RunningService, type StartOptions } from '../../src/service.js'
+import { loadConfig, type Config } from '../../src/node/config.js'
+import { createLogger, type Logger } from '../../src/observability/log.js'
+import { startService, type RunningService, type StartOptions } from '../../src/node/service.js'
 
 export interface TestContext {
   teardown(fn: () => unknown): void

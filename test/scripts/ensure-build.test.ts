@@ -6,7 +6,7 @@ import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = fileURLToPath(new URL('../..', import.meta.url))
 const ensureBuild = fileURLToPath(new URL('../../scripts/ensure-build.mjs', import.meta.url))
 
 t.test('npm start - a build that is current is not compiled again', async (t) => {

@@ -1,6 +1,6 @@
 /** The API key cache and usage writer against a real store (PGlite, or PostgreSQL with DATABASE_URL). */
 import t from 'tap'
-import { loadConfig } from '../../../src/config.js'
+import { loadConfig } from '../../../src/node/config.js'
 import { ApiKeyCache, cacheTtlMs, createApiKey, UsageLogWriter } from '../../../src/auth/api-keys.js'
 import { openDatabase } from '../../../src/storage/database.js'
 import { migrate } from '../../../src/storage/migrate.js'

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { loadConfig } from '../../../src/config.js'
+import { loadConfig } from '../../../src/node/config.js'
 import { membershipReader } from '../../../src/auth/accounts.js'
 import { openDatabase } from '../../../src/storage/database.js'
 import { migrate } from '../../../src/storage/migrate.js'

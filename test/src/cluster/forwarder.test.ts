@@ -14,7 +14,7 @@ import type { StoredActivation } from '../../../actors/display-persistence.js'
 import { ServiceError } from '../../../protocol/errors.js'
 import { nodeCalls, type NodeCallTable } from '../../../protocol/node-calls.js'
 import { Forwarder } from '../../../src/cluster/forwarder.js'
-import { MetricsRegistry } from '../../../src/metrics.js'
+import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, type TestContext } from '../../helpers/service.js'
 
 if (!process.env['REDIS_URL']) t.plan(0, 'needs REDIS_URL')

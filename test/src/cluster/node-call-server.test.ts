@@ -10,7 +10,7 @@ import { ServiceError } from '../../../protocol/errors.js'
 import { compileCalls } from '../../../protocol/schemas/validator.js'
 import type { Forwarder } from '../../../src/cluster/forwarder.js'
 import { fromWire, NodeCallServer, toWire } from '../../../src/cluster/node-call-server.js'
-import { MetricsRegistry } from '../../../src/metrics.js'
+import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger } from '../../helpers/service.js'
 
 const printerId = '0b7c1d2e-3f40-4a51-8b62-7c83d94ea5f6'

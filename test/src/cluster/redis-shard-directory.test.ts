@@ -8,7 +8,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { placementOf, RedisShardDirectory } from '../../../src/cluster/redis-shard-directory.js'
-import { MetricsRegistry } from '../../../src/metrics.js'
+import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, startTestService, type TestContext } from '../../helpers/service.js'
 import { until } from '../../helpers/displays.js'
 

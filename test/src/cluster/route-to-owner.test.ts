@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { LocalShardDirectory, type ShardDirectory } from '../../../actors/shard-directory.js'
 import { Forwarder } from '../../../src/cluster/forwarder.js'
 import { local, OwnerUnavailable, routeToOwner } from '../../../src/cluster/route-to-owner.js'
-import { MetricsRegistry } from '../../../src/metrics.js'
+import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, type TestContext } from '../../helpers/service.js'
 
 if (!process.env['REDIS_URL']) t.plan(0, 'needs REDIS_URL')

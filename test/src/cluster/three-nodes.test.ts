@@ -17,7 +17,7 @@ import { assign, getDisplay, getTarget, publishedRevision, registerDisplay, simu
 import { mosquittoSkip, startMosquitto } from '../../helpers/mosquitto.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
 import { setupServiceLogin } from '../../../src/mqtt/setup-cli.js'
-import { DisplaySimulator } from '../../../src/displays/simulator.js'
+import { DisplaySimulator } from '../../../src/simulators/display-sim.js'
 import { shardCount, shardOf } from '../../../actors/shard-directory.js'
 
 const shared = process.env['DATABASE_URL'] !== undefined && process.env['REDIS_URL'] !== undefined

@@ -3,9 +3,9 @@ import { assign, connectSimulator, getTarget, openDisplayFarm, publishedRevision
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 import { captureLogger, testEnv } from '../../helpers/service.js'
-import { loadConfig } from '../../../src/config.js'
-import { startService } from '../../../src/service.js'
-import { DisplaySimulator, MemoryFenceStore } from '../../../src/displays/simulator.js'
+import { loadConfig } from '../../../src/node/config.js'
+import { startService } from '../../../src/node/service.js'
+import { DisplaySimulator, MemoryFenceStore } from '../../../src/simulators/display-sim.js'
 
 t.test('an assigned revision reaches the display over the broker and the target becomes device_applied on its receipt', async (t) => {
   const farm = await openDisplayFarm(t)

@@ -11,10 +11,10 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { connectAsync, type MqttClient } from 'mqtt'
-import { createLogger } from '../../../src/log.js'
+import { createLogger } from '../../../src/observability/log.js'
 import { startEmbeddedBroker, type DisplayLogin, type EmbeddedBroker } from '../../../src/mqtt/embedded-broker.js'
-import { BrokerRefusedLogin, DisplaySimulator, type ConnectionEvent, type SimulatorOptions } from '../../../src/displays/simulator.js'
-import { runDisplaySim, type DisplaySimIo } from '../../../src/displays/simulator-cli.js'
+import { BrokerRefusedLogin, DisplaySimulator, type ConnectionEvent, type SimulatorOptions } from '../../../src/simulators/display-sim.js'
+import { runDisplaySim, type DisplaySimIo } from '../../../src/simulators/display-sim-cli.js'
 import { deviceTopicsFilter, feedTopic, parseDeviceTopic, type ReceiptMessage } from '../../../protocol/display-mqtt.js'
 import type { TestContext } from '../../helpers/service.js'
 

@@ -5,7 +5,7 @@
  * Every string is bounded too. New routes are covered as they are added.
  */
 import t from 'tap'
-import { allRoutes } from '../../../src/service.js'
+import { allRoutes } from '../../../src/node/service.js'
 
 type Json = Record<string, unknown>
 

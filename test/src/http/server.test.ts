@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { connect } from 'node:net'
 import { Type } from '@sinclair/typebox'
 import { defineRoute, type Route, type RouteSchemas } from '../../../src/http/route.js'
-import type { Services } from '../../../src/services.js'
+import type { Services } from '../../../src/routes/route-context.js'
 import { metricValue, rawExchange, request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 

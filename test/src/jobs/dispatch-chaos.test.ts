@@ -1,7 +1,7 @@
 /**
  * The chaos test of dispatch (DESIGN section 14): 200 jobs through 50
  * printers on 5 hosts, each host run by the reference bridge
- * (src/bridge/bridge-sim.ts), while the server is SIGKILLed and restarted
+ * (src/simulators/bridge-sim.ts), while the server is SIGKILLed and restarted
  * three times and frozen (SIGSTOP, then SIGCONT a few seconds later) twice,
  * and printers are moved between hosts, at random moments. An operator loop
  * assigns queued jobs to free printers, verifies finished plates and
@@ -12,7 +12,7 @@
  */
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { BridgeSimulator, type BridgeLogEntry } from '../../../src/bridge/bridge-sim.js'
+import { BridgeSimulator, type BridgeLogEntry } from '../../../src/simulators/bridge-sim.js'
 import { childServiceEnv, freePort, startChildService, type ChildService } from '../../helpers/child-service.js'
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'

@@ -33,7 +33,7 @@ interface PageElement {
 declare const document: { activeElement: { blur(): void } | null; querySelector(selector: string): PageElement | null; querySelectorAll(selector: string): Iterable<PageElement> }
 declare const sessionStorage: { getItem(key: string): string | null }
 declare function getComputedStyle(element: unknown): { backgroundColor: string }
-const artifacts = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url))
+const artifacts = fileURLToPath(new URL('../../../test-artifacts', import.meta.url))
 const statusOrder = ['FILAMENT_RUNOUT', 'ERROR', 'COMPLETE', 'OFFLINE', 'PAUSED', 'RUNNING', 'WAITING', 'IDLE', 'UNKNOWN']
 const longError =
   'Nozzle temperature malfunction: the hotend thermistor reads out of range (open circuit). Check the thermistor cable and its connector on the toolhead board before resuming the print.'

@@ -21,7 +21,7 @@ import { startTestService, testAdmin } from '../../helpers/service.js'
 
 const executablePath = '/usr/bin/chromium'
 const needsChromium = { skip: existsSync(executablePath) ? false : `needs ${executablePath} (apt-get install chromium)` }
-const artifacts = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url))
+const artifacts = fileURLToPath(new URL('../../../test-artifacts', import.meta.url))
 const waitMs = 15_000
 
 // What the functions run inside the page use of the browser: the test's TypeScript has no DOM library.

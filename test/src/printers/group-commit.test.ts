@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { EventRecord, PersistedPrinterState, PrinterCommit } from '../../../actors/printer-persistence.js'
-import type { Counter } from '../../../src/metrics.js'
+import type { Counter } from '../../../src/observability/metrics.js'
 import { PgPrinterPersistence } from '../../../src/printers/event-store.js'
 import { ServiceError } from '../../../protocol/errors.js'
 import { startTestService } from '../../helpers/service.js'

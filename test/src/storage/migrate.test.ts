@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap'
 import postgres from 'postgres'
-import { loadConfig } from '../../../src/config.js'
+import { loadConfig } from '../../../src/node/config.js'
 import { openDatabase, type Database } from '../../../src/storage/database.js'
 import { migrate, MigrationError } from '../../../src/storage/migrate.js'
 import { migrations, type Migration } from '../../../src/storage/migrations/index.js'

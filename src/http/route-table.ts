@@ -4,7 +4,7 @@
  * itself, so it cannot drift: `printfarm routes` prints it, the README holds
  * a copy that a test compares with this output.
  */
-import type { Route, RouteSchemas } from './http/route.js'
+import type { Route, RouteSchemas } from './route.js'
 
 function caller(route: Route<RouteSchemas, unknown>): [string, string] {
   const auth = route.auth

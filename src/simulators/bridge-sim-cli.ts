@@ -1,12 +1,12 @@
 /**
- * `printfarm bridge-sim`: the reference bridge (src/bridge/bridge-sim.ts) for
+ * `printfarm bridge-sim`: the reference bridge (src/simulators/bridge-sim.ts) for
  * one host, against a running service, until SIGINT or SIGTERM. Each thing
  * it does is one JSON line on stdout; problems go to stderr. Exit 0 when
  * stopped, 1 when the service refuses it at the start (a bad key, a key
  * without printers:read), 2 on bad arguments.
  */
 import { parseArgs } from 'node:util'
-import { processIo, type SimIo } from '../sim-io.js'
+import { processIo, type SimIo } from './sim-io.js'
 import { BridgeSimulator, Refused } from './bridge-sim.js'
 
 export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:port --key <api key> --host <hostId>
@@ -14,7 +14,7 @@ export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:por
 The key needs printers:read, printers:write, files:read and print:launch (a paired bridge's key has them).
 `
 
-/** Where the command writes and what stops it (src/sim-io.ts). */
+/** Where the command writes and what stops it (src/simulators/sim-io.ts). */
 export type BridgeSimIo = SimIo
 
 export async function runBridgeSim(argv: readonly string[], io: BridgeSimIo = processIo): Promise<number> {

@@ -47,9 +47,9 @@ import {
 } from '../../protocol/display-mqtt.js'
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
 import { verifyProfile, type DecodedProfile } from '../../protocol/signal-profile/decoder.js'
-import { connectSupervised, type ConnectionEvent, type ReconnectPolicy } from './simulator-connection.js'
+import { connectSupervised, type ConnectionEvent, type ReconnectPolicy } from './display-sim-connection.js'
 
-export { BrokerRefusedLogin, deviceReconnect, type ConnectionEvent, type ReconnectPolicy } from './simulator-connection.js'
+export { BrokerRefusedLogin, deviceReconnect, type ConnectionEvent, type ReconnectPolicy } from './display-sim-connection.js'
 
 const validateEnvelope = compileBodyValidator(EnvelopeSchema)
 const validateFeed = compileBodyValidator(FeedSchema)

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { runBridgeSim, type BridgeSimIo } from '../../../src/bridge/bridge-sim-cli.js'
+import { runBridgeSim, type BridgeSimIo } from '../../../src/simulators/bridge-sim-cli.js'
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { until } from '../../helpers/displays.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'

@@ -4,11 +4,11 @@
  * problem is reported at once, naming the variable and what it accepts, so a
  * bad deployment fails at boot rather than on the first request.
  */
-import { defaultPasswordCost } from './auth/passwords.js'
-import { trustedProxyProblems } from './http/client-address.js'
+import { defaultPasswordCost } from '../auth/passwords.js'
+import { trustedProxyProblems } from '../http/client-address.js'
 import { isAbsolute, resolve } from 'node:path'
-import { logLevels, type LogLevel } from './log.js'
-import { StartupProblem } from './startup/problems.js'
+import { logLevels, type LogLevel } from '../observability/log.js'
+import { StartupProblem } from '../startup/problems.js'
 
 export interface Config {
   /** HTTP + WebSocket port; 0 picks a free one (tests). */

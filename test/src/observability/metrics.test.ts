@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Histogram, MetricsRegistry, latencyBuckets } from '../../src/metrics.js'
+import { Histogram, MetricsRegistry, latencyBuckets } from '../../../src/observability/metrics.js'
 
 /** Sample lines of an exposition, as "name{labels}" → value. */
 function samples(text: string): Map<string, string> {

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { resolve } from 'node:path'
-import { ConfigError, configVariables, loadConfig, redact } from '../../src/config.js'
+import { ConfigError, configVariables, loadConfig, redact } from '../../../src/node/config.js'
 
 const cwd = resolve('/srv/printfarm')
 
@@ -320,7 +320,7 @@ t.test('config - redact() hides the password of a URL and nothing else', async (
 })
 
 t.test('config - every variable is in the README configuration table', async (t) => {
-  const readme = new URL('../../README.md', import.meta.url)
+  const readme = new URL('../../../README.md', import.meta.url)
   if (!existsSync(readme)) {
     t.fail(`README.md is missing at ${fileURLToPath(readme)}`)
     return

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import { errorCodes, isErrorCode } from '../../protocol/errors.js'
-import { allRoutes } from '../../src/service.js'
-import { serviceVersion } from '../../src/version.js'
-import { request } from '../helpers/http.js'
-import { startTestService } from '../helpers/service.js'
+import { errorCodes, isErrorCode } from '../../../protocol/errors.js'
+import { allRoutes } from '../../../src/node/service.js'
+import { serviceVersion } from '../../../src/node/version.js'
+import { request } from '../../helpers/http.js'
+import { startTestService } from '../../helpers/service.js'
 
 const svc = await startTestService(t)
 const served = await request(svc.url, '/openapi.json')
@@ -65,7 +65,7 @@ t.test('openapi - public routes declare no security requirement', async (t) => {
 })
 
 t.test('version - the service version matches package.json', async (t) => {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
   t.equal(serviceVersion, pkg.version)
 })
 

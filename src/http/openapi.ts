@@ -4,12 +4,12 @@
  * /openapi.json, version 1.0.0).
  */
 import type { TSchema } from '@sinclair/typebox'
-import { errorCodes, type ErrorCode } from '../protocol/errors.js'
-import { ErrorBodySchema } from '../protocol/schemas/common.js'
-import { ErrorOnlySchema } from '../protocol/schemas/api-keys.js'
-import type { Responses, Route, RouteSchemas } from './http/route.js'
+import { errorCodes, type ErrorCode } from '../../protocol/errors.js'
+import { ErrorBodySchema } from '../../protocol/schemas/common.js'
+import { ErrorOnlySchema } from '../../protocol/schemas/api-keys.js'
+import type { Responses, Route, RouteSchemas } from './route.js'
 import { renderRouteTable } from './route-table.js'
-import { apiVersion } from './version.js'
+import { apiVersion } from '../node/version.js'
 
 type Json = Record<string, unknown>
 

@@ -7,14 +7,14 @@
  * on bad arguments.
  */
 import { parseArgs } from 'node:util'
-import { processIo, type SimIo } from '../sim-io.js'
-import { BrokerRefusedLogin, deviceReconnect, DisplaySimulator, FileFenceStore, MemoryFenceStore, type ConnectionEvent } from './simulator.js'
+import { processIo, type SimIo } from './sim-io.js'
+import { BrokerRefusedLogin, deviceReconnect, DisplaySimulator, FileFenceStore, MemoryFenceStore, type ConnectionEvent } from './display-sim.js'
 
 export const displaySimUsage = `usage: printfarm display-sim --url mqtt://host:port --organization <id> --display <id> --epoch <n>
                             --credential <credentialId> --username <name> --password <secret> [--fence <file>] [--no-capability]
 `
 
-/** Where the command writes and what stops it (src/sim-io.ts). */
+/** Where the command writes and what stops it (src/simulators/sim-io.ts). */
 export type DisplaySimIo = SimIo
 
 const brokerProtocols = ['mqtt:', 'mqtts:', 'tcp:', 'ssl:', 'ws:', 'wss:']
