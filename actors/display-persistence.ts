@@ -1,5 +1,5 @@
 /**
- * What the display actors need from the durable store (DESIGN section 6:
+ * What the display actors need from the durable store (docs/operations.md:
  * PostgreSQL holds the domain state; the actor is a cache plus the single
  * writer). src/displays implements it over PostgreSQL.
  */
@@ -53,7 +53,7 @@ export interface ActivationProgress {
 }
 
 /**
- * The writes of a display's actor carry its shard's fence (DESIGN section 6):
+ * The writes of a display's actor carry its shard's fence (docs/operations.md):
  * a token older than the newest rejects with ShardUnavailable 'fenced' and
  * nothing is written. Omitted: unfenced (tests, the local directory).
  */

@@ -1,6 +1,6 @@
 /**
- * The display actors of this node and their delivery worker (SPEC part 6,
- * "Delivery behavior"). One actor per display, one message at a time (a
+ * The display actors of this node and their delivery worker (docs/displays.md,
+ * delivery). One actor per display, one message at a time (a
  * mailbox each); the activation machine decides, this runtime persists and
  * publishes.
  *
@@ -160,7 +160,7 @@ export class DisplayRuntime {
     return entry && { status: String(entry.snapshot.value), stored: entry.stored, due: entry.due }
   }
 
-  /** SPEC group L rule 2 and 3: fenced, capability-checked, persisted, then published. */
+  /** docs/displays.md: fenced, capability-checked, persisted, then published. */
   async assign(displayId: string, request: AssignRequest): Promise<StoredActivation> {
     const entry = await this.#known(displayId, request.organizationId)
     return this.#owned(entry, async () => {
@@ -178,7 +178,7 @@ export class DisplayRuntime {
     })
   }
 
-  /** SPEC part 3: a rejected or errored target goes back to sync_pending and publishing resumes. */
+  /** the contract: a rejected or errored target goes back to sync_pending and publishing resumes. */
   async retry(displayId: string, organizationId: string): Promise<StoredActivation> {
     const entry = await this.#known(displayId, organizationId)
     return this.#owned(entry, async () => {
@@ -216,7 +216,7 @@ export class DisplayRuntime {
     })
   }
 
-  /** DESIGN section 10: new epoch, new credential, old one revoked, old retained configuration removed. */
+  /** docs/displays.md: new epoch, new credential, old one revoked, old retained configuration removed. */
   async rebind(displayId: string, organizationId: string): Promise<{ current: StoredActivation; username: string; password: string }> {
     const entry = await this.#known(displayId, organizationId)
     return this.#owned(entry, async () => {

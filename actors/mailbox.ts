@@ -1,5 +1,5 @@
 /**
- * One message at a time per entity (DESIGN section 6): tasks posted to a
+ * One message at a time per entity (docs/operations.md): tasks posted to a
  * mailbox run strictly one after another, in the order posted, whatever
  * each awaits. A failing task rejects its own promise only.
  */

@@ -1,6 +1,6 @@
 /**
  * One printer's actor: the single writer of its host assignment, its seqn
- * high-water mark and its state (DESIGN section 6). The runtime runs its
+ * high-water mark and its state (docs/operations.md). The runtime runs its
  * methods one at a time through the printer's mailbox, so nothing here
  * needs a lock.
  *
@@ -137,7 +137,7 @@ export class PrinterActor {
     const refusal = checkFence(context, request.hostId, request.assignmentEpoch)
     if (refusal !== undefined) throw fenceError(refusal, context.hostId, context.assignmentEpoch, request)
 
-    // The seqn rules (DESIGN 5b; H = the high-water mark of the current epoch): seqn > H is applied
+    // The seqn rules (H = the high-water mark of the current epoch; docs/printers-and-events.md): seqn > H is applied
     // in order; at or below H a stored eventId / idempotencyKey is a duplicate, a free seqn is late
     // (stored in the history, not applied: the state has moved past it), and a seqn stored under
     // another id is refused as reused.
@@ -185,7 +185,7 @@ export class PrinterActor {
     for (const e of duplicates) outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'duplicate' })
     for (const r of refused) outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome: 'refused', reason: 'seqn_reused', message: r.reason })
 
-    // A job:start naming a printer task starts that task's job, once (DESIGN section 14): the
+    // A job:start naming a printer task starts that task's job, once (docs/print-jobs.md): the
     // task is linked first, in its own transaction, and the event then opens the job under the
     // task's job id. A crash between the two leaves the task started and the event unstored; the
     // bridge's retry finds the task started and opens the job under the same id.

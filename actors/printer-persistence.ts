@@ -1,6 +1,6 @@
 /**
  * What the printer runtime needs from the durable store, as an interface:
- * actors/ may not touch PostgreSQL (the layering of DESIGN section 2), so
+ * actors/ may not touch PostgreSQL (the layering of docs/development.md), so
  * src/printers implements this and the runtime is given it. The store, not
  * the actor, is the truth: an actor whose write failed is rehydrated from
  * here.
@@ -18,7 +18,7 @@ export interface PrinterIdentity {
   printerType: PrinterType
   model: string | null
   /**
-   * The ready gate (DESIGN section 14): open, awaiting an operator's verification of the plate
+   * The ready gate (docs/print-jobs.md): open, awaiting an operator's verification of the plate
    * (set in the store by the commit that ends a job, and here by the same commit), or held out
    * of dispatch by an operator.
    */
@@ -90,7 +90,7 @@ export interface StoredEventRef {
   jobId: number | null
 }
 
-/** What linking a bridge's job:start to a printer task did (DESIGN section 14). */
+/** What linking a bridge's job:start to a printer task did (docs/print-jobs.md). */
 export interface TaskStartLink {
   /** linked: the task started now; already: it had started before (by this start or an operator); finished: its job has ended. */
   outcome: 'linked' | 'already' | 'finished' | 'fenced' | 'mismatch' | 'unknown'

@@ -1,5 +1,5 @@
 /**
- * The printer actors of this node (DESIGN section 6): spawned on a printer's
+ * The printer actors of this node (docs/operations.md): spawned on a printer's
  * first message and hydrated from the store, one message at a time each
  * (a mailbox per printer), passivated when idle, and bounded in number.
  *

@@ -1,5 +1,5 @@
 /**
- * Who owns which entity (DESIGN section 6). Every entity key (a printer id,
+ * Who owns which entity (docs/operations.md). Every entity key (a printer id,
  * later a display id) maps to one of a fixed number of shards by hash; a
  * `ShardDirectory` says which node owns a shard now: the local directory
  * (one node owns everything) or the Redis one of src/cluster (several

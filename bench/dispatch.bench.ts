@@ -1,5 +1,5 @@
 /**
- * Dispatch (issue 18): whole print cycles over real HTTP to the real server
+ * Dispatch: whole print cycles over real HTTP to the real server
  * (its own process) on real PostgreSQL. One cycle is what an operator and a
  * bridge do for one job: assign it to a printer, poll the host's tasks,
  * claim the task, read the file with the claim's parameters, report

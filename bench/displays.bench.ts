@@ -1,5 +1,5 @@
 /**
- * Status displays (issue 6): 1,000 simulated displays (src/simulators/display-sim.ts,
+ * Status displays: 1,000 simulated displays (src/simulators/display-sim.ts,
  * every device rule: verify bytes and hash, durable fence, receipts) on the
  * service's embedded broker, real PostgreSQL underneath.
  *

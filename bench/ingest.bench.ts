@@ -1,5 +1,5 @@
 /**
- * Batch ingestion (issue 4): simulated bridges (several hosts, 1,000
+ * Batch ingestion: simulated bridges (several hosts, 1,000
  * printers) post 100-event batches of a realistic mix over real HTTP to the
  * real server (its own process) on real PostgreSQL, many requests in flight.
  * Figures: events/s acknowledged, batch latency p50/p99; then a variant with
@@ -344,7 +344,7 @@ try {
 }
 // BENCH_NODE_ARGS: extra flags for the server process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
 const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter(Boolean)
-// BENCH_NODES=2: two nodes behind the same bridges, sharing PostgreSQL and Redis (issue 7); the
+// BENCH_NODES=2: two nodes behind the same bridges, sharing PostgreSQL and Redis; the
 // one-node figure to compare with is BENCH_NODES=1 with BENCH_REDIS_URL set (the same shard directory, nothing forwarded).
 const nodeCount = Number(process.env['BENCH_NODES'] ?? 1)
 const redisUrl = process.env['BENCH_REDIS_URL'] ?? (nodeCount > 1 ? (process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379') : undefined)

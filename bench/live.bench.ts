@@ -1,5 +1,5 @@
 /**
- * Live feed (issue 5): 1,000 WebSocket clients subscribed to `printers` while
+ * Live feed: 1,000 WebSocket clients subscribed to `printers` while
  * bridges ingest at a steady rate over HTTP into the real server on real
  * PostgreSQL. Figures: frames/s delivered to the clients, and ingest-to-client
  * latency p50/p99 (from the bridge sending the batch to a client reading the

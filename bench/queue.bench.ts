@@ -1,5 +1,5 @@
 /**
- * The smart queue (issue 19), on real PostgreSQL, in the service's own
+ * The smart queue, on real PostgreSQL, in the service's own
  * process (the queue runs in-process; its passes are what is timed).
  *
  * 1. Placement: BENCH_QUEUE_PRINTERS (1,000) printers, each with four loaded

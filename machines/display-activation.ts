@@ -1,6 +1,6 @@
 /**
- * One status display's signal-profile activation (SPEC part 3, "Profile
- * activation status"; part 6, receipt rules). Pure: the runtime persists the
+ * One status display's signal-profile activation (docs/displays.md: activation
+ * statuses and receipts). Pure: the runtime persists the
  * desired activation before publishing (`persistDesired`), publishes, and
  * feeds back publication outcomes and device receipts.
  *
@@ -8,7 +8,7 @@
  * `device_applied`, `rejected`. "Errored" is sync_pending with `publishError`
  * set after 20 failed publications: publishing stops until RETRY.
  *
- * Receipt rules, as decided where the spec leaves room:
+ * Receipt rules, as decided here:
  * - Accepted only from the current credential. A receipt of the current
  *   session needs a higher status_sequence; a receipt of another session is
  *   accepted only with a higher session_generation (the device reconnected),

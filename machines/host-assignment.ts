@@ -3,8 +3,8 @@
  *
  * A printer is assigned to one host at a time; every assignment raises the
  * assignment epoch, so events from a host that lost the printer (an older
- * epoch) are refused even if that host is still running (issue 4, DESIGN
- * section 5). The same context keeps the seqn high-water mark and a bounded
+ * epoch) are refused even if that host is still running (docs/printers-and-events.md,
+ * fencing). The same context keeps the seqn high-water mark and a bounded
  * window of recent eventIds and idempotency keys, so retried deliveries are
  * recognised and not applied twice.
  *
@@ -106,7 +106,7 @@ function persist() {
   }
 }
 
-/** Why a batch is refused by the fence (SPEC part 6: hostId + assignmentEpoch). */
+/** Why a batch is refused by the fence (hostId + assignmentEpoch). */
 export type FenceRefusal = 'unassigned' | 'stale_epoch' | 'unknown_epoch' | 'other_host'
 
 /**
@@ -135,7 +135,7 @@ export interface Classified<E extends SequencedEvent> {
   duplicates: E[]
   /** Of `duplicates`, those at or below the mark whose eventId and key the window no longer holds: duplicates or late events, only the log can tell. */
   forgotten: E[]
-  /** Missing seqns: recorded, never invented (DESIGN section 5). */
+  /** Missing seqns: recorded, never invented (docs/printers-and-events.md). */
   gaps: { after: number; before: number }[]
   /** The high-water mark once `apply` is committed. */
   highWaterSeqn: number

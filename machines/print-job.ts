@@ -1,5 +1,5 @@
 /**
- * A print job's lifecycle (DESIGN section 14):
+ * A print job's lifecycle (docs/print-jobs.md):
  *
  *   queued → dispatching → printing ⇄ paused → awaiting_verification → succeeded | failed
  *

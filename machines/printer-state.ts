@@ -1,6 +1,6 @@
 /**
  * What the service knows of one printer, and the pure reducer that folds a
- * bridge event into it (DESIGN section 5b: the read model is kept by the
+ * bridge event into it (docs/printers-and-events.md: the read model is kept by the
  * printer's actor; this is its state and its rules).
  *
  * Reports (`status`, `printer:statusUpdate`, `printer:dataUpdate`,
@@ -73,7 +73,7 @@ export interface AmsSlot {
   vendor?: string | null
 }
 
-/** One slot of a filament assignment (SPEC part 4 group H). */
+/** One slot of a filament assignment (docs/printers-and-events.md). */
 export interface FilamentAssignment {
   position: number
   materialId?: string | null | undefined

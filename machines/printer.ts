@@ -1,9 +1,9 @@
 /**
  * One printer as the service knows it: presence, what it is doing, its job,
  * its errors and its filament slots — driven by the bridge's events
- * (SPEC part 6) in seqn order.
+ * in seqn order.
  *
- * Presence is truthful (issue 4): a printer is online only while its bridge
+ * Presence is truthful: a printer is online only while its bridge
  * keeps reporting. Any event marks it seen and restarts the `presenceTimeout`
  * delay; when the delay passes with nothing heard, the machine itself goes
  * offline. `client:disconnect` goes offline at once. The delay's length is the

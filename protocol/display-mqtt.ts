@@ -1,6 +1,6 @@
 /**
- * The status-display MQTT contract (SPEC part 6, "Display topics"; DESIGN
- * section 10). Pure: topic names, the profile/config envelope, the
+ * The status-display MQTT contract (docs/displays.md: topics,
+ * registration). Pure: topic names, the profile/config envelope, the
  * profile/status receipt, the capabilities report and the status feed.
  *
  * Base topic: svc/v1/{organizationId}/display/{displayId}/b/{bindingEpoch}
@@ -14,12 +14,12 @@
  * | {base}/credential/{credentialId}/health       | display → service  | QoS 0/1, not retained         |
  * | {base}/credential/{credentialId}/resync       | display → service  | QoS 0/1, not retained         |
  *
- * Decided here where the spec lists fields but not their nesting: a receipt
+ * Decided here: the fields' nesting: a receipt
  * carries the envelope fields at the top level and the profile fields in a
  * `profile` object; identities are `{activation_generation,
  * profile_revision_id, sha256}`. `refresh_requested` may be set at either
  * level; either asks for a fresh envelope. A device error code is a bounded
- * token (the SPEC part 7 list, or a newer firmware's own, 1-64 of a-z 0-9 _),
+ * token (one of the listed codes, or a newer firmware's own, 1-64 of a-z 0-9 _; docs/displays.md),
  * so a firmware with a new code is still heard.
  */
 import { Type, type Static } from '@sinclair/typebox'
@@ -30,13 +30,13 @@ import { maxPhases } from './signal-profile/draft.js'
 export const topicRoot = 'svc/v1'
 export const profileSyncVersion = 1
 export const feedVersion = 1
-/** SPEC part 8. */
+/** docs/operations.md. */
 export const maxEnvelopeBytes = 4096
 export const maxReceiptBytes = 2048
 /** A capabilities report, a health message or a resync request; decided here. */
 export const maxDeviceMessageBytes = 2048
 export const maxEnvelopeLifetimeMs = 7 * 24 * 3600_000
-/** What the service sets (SPEC part 8). */
+/** What the service sets (docs/operations.md). */
 export const envelopeLifetimeMs = 3 * 24 * 3600_000
 
 export interface DisplayAddress {
@@ -62,7 +62,7 @@ export interface DisplayCredential extends DisplayAddress {
 }
 
 /**
- * SPEC part 5 for one credential: it may subscribe to filters inside its
+ * docs/authentication.md for one credential: it may subscribe to filters inside its
  * display's base topic of its binding, and publish only to its own four
  * credential-bound topics. Every broker the service manages applies this.
  */
@@ -105,7 +105,7 @@ export const IdentitySchema = Type.Object(
 )
 export type Identity = Static<typeof IdentitySchema>
 
-/** Identity equality (SPEC part 6: generation, revision id and sha256, exactly); null equals nothing. */
+/** Identity equality (generation, revision id and sha256, exactly); null equals nothing. */
 export const sameIdentity = (a: Identity | null, b: Identity | null): boolean =>
   a !== null && b !== null && a.activation_generation === b.activation_generation && a.profile_revision_id === b.profile_revision_id && a.sha256 === b.sha256.toLowerCase()
 
@@ -196,7 +196,7 @@ export const CapabilitiesReportSchema = Type.Object(
 export const ResyncSchema = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: true })
 
 /**
- * The status feed (DESIGN section 10; format decided here): the display
+ * The status feed (format decided here; docs/displays.md): the display
  * status of the printer on each pixel, in pixel order, with an expiry. A
  * device that passes expires_at without a newer feed (or sees published_at
  * in the future beyond its tolerance) applies its stale mode.

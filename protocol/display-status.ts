@@ -1,15 +1,15 @@
 /**
- * The nine display statuses (SPEC part 2, "Status binding order") and the
+ * The nine display statuses ("Status binding order") and the
  * classifier that maps a printer's state onto them. Pure: the live page, the
  * live feed and (later) the status displays all use this one function, so a
  * tile's colour and a light's pattern never disagree.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - OFFLINE comes first: a printer nobody hears from cannot truthfully claim
  *   anything else (stale state is the complaint presence exists to fix). A
  *   printer whose own word says it is disconnected from its host software
  *   (OctoPrint "Offline") is OFFLINE too.
- * - Then the spec's index order is the priority: FILAMENT_RUNOUT, ERROR,
+ * - Then the documented status order is the priority: FILAMENT_RUNOUT, ERROR,
  *   COMPLETE, PAUSED, RUNNING, WAITING, IDLE.
  * - ERROR: a standing error (reported, or a failure word such as "FAILED",
  *   "Error", "ATTENTION"); it holds until a healthy report or an operator's

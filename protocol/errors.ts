@@ -1,5 +1,5 @@
 /**
- * The error-code registry (SPEC part 7, DESIGN section 8).
+ * The error-code registry (docs/errors.md).
  *
  * Every coded error the service can answer with is listed here, once, with its
  * HTTP status and the sentence a client developer reads to learn what to fix.
@@ -52,7 +52,7 @@ export const errorCodes = {
     description: 'The path exists but not with this method; the Allow header lists the methods it takes.',
   },
 
-  // Who is calling (SPEC part 5).
+  // Who is calling (docs/authentication.md).
   unauthorized: {
     status: 401,
     description: 'No credential, or one the service does not accept. Send Authorization: Bearer <access token> or x-api-key.',
@@ -144,7 +144,7 @@ export const errorCodes = {
     description: 'No such printer in this organization.',
   },
   printer_assigned_elsewhere: {
-    // SPEC part 7: printer-config routes answer 400, 404 or 500.
+    // docs/errors.md: printer-config routes answer 400, 404 or 500.
     status: 400,
     description: 'The printer is assigned to another host; move it with PUT /v1/printers/{id}/host-assignment.',
   },
@@ -192,7 +192,7 @@ export const errorCodes = {
     description: 'Live feed: the frame is not JSON (printfarm.v1.json) or MessagePack (printfarm.v1.msgpack). See docs/live-feed.md.',
   },
   MQTT_DISPLAY_REQUEST_INVALID: {
-    // SPEC part 7: the signal-profile and display routes' own 400 code.
+    // docs/errors.md: the signal-profile and display routes' own 400 code.
     status: 400,
     description: 'A signal-profile or display request has an unknown or invalid field (the message names it), or a draft breaks a compiler rule.',
   },
@@ -534,7 +534,7 @@ export function isErrorCode(value: string): value is ErrorCode {
   return Object.hasOwn(errorCodes, value)
 }
 
-/** SPEC part 2, "Error body": error and message always; code and requestId where a route adds them. */
+/** the contract, "Error body": error and message always; code and requestId where a route adds them. */
 export interface ErrorBody {
   error: string
   message: string

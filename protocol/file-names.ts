@@ -1,5 +1,5 @@
 /**
- * Stored file names (SPEC part 4 group J upload rule; DESIGN section 12):
+ * Stored file names (docs/files.md):
  * the client's name made safe to be one segment of a storage key, then a
  * `-vX.Y` version before the recognised extension (`benchy.3mf` →
  * `benchy-v1.0.3mf`). Pure, so the rules are tested without storage.

@@ -1,5 +1,5 @@
 /**
- * The live feed's wire protocol (issue 5): WebSocket `/v1/live`, frames as
+ * The live feed's wire protocol: WebSocket `/v1/live`, frames as
  * JSON (subprotocol `printfarm.v1.json`, the default) or MessagePack
  * (`printfarm.v1.msgpack`, binary frames). Pure: schemas, topic names,
  * close codes.
@@ -22,7 +22,7 @@ export const defaultSubprotocol = 'printfarm.v1.json'
 
 /**
  * Topics of one organization. `printer:<id>` carries one printer's state and its stored events;
- * `host:<hostId>` the printer tasks offered to a bridge's host (DESIGN section 14); `queue` the first
+ * `host:<hostId>` the printer tasks offered to a bridge's host (docs/print-jobs.md); `queue` the first
  * waiting jobs of the smart queue, each with why it waits. A host id is
  * what GET /v1/hosts/{hostId}/printer-tasks accepts: 1-200 characters, any but U+0000, which
  * the store cannot keep (the route answers 400 for it). Not `.`, which would stop at a line

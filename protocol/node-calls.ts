@@ -1,5 +1,5 @@
 /**
- * The calls one node makes on another (DESIGN section 6: a request that
+ * The calls one node makes on another (docs/operations.md: a request that
  * lands on a node that does not own the entity's shard runs on the owner).
  * Another node is an edge too: each call has a schema for its arguments,
  * which the receiving node checks before anything runs, and one for its

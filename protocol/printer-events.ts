@@ -1,16 +1,16 @@
 /**
- * Printer events from bridges (SPEC part 6): the event types, the single and
- * batch request schemas with the spec's exact limits, and the checks a schema
+ * Printer events from bridges: the event types, the single and
+ * batch request schemas with the documented limits, and the checks a schema
  * cannot express. Pure: no I/O.
  *
- * Decisions where the spec is silent (documented in the OpenAPI description):
+ * Decisions made here (documented in the OpenAPI descriptions) (documented in the OpenAPI description):
  * - seqn is a non-negative safe integer, assignmentEpoch an integer >= 1,
- *   timestamp a non-negative number (ms since the Unix epoch): the spec says
+ *   timestamp a non-negative number (ms since the Unix epoch): the documented contract says
  *   "number", and ordering and fencing need integers.
  * - hostId is 1-200 characters, persistedId at most 200, data at most the
  *   request body limit: every input is bounded.
  * - The single-event route names its printer with a top-level `printerId`
- *   (the spec's single-event table has none; the route is not declared
+ *   (the single-event table has none; the route is not declared
  *   strict, so the field is an addition, not a change), or `data.printerId`.
  * - Inside one batch an eventId, a seqn or an idempotencyKey may appear once: a repeat is a
  *   bridge bug, refused with the item named, not silently merged.
@@ -48,7 +48,7 @@ export const printerEventTypes = [
 
 export type PrinterEventType = (typeof printerEventTypes)[number]
 
-/** SPEC part 8: events per batch. */
+/** docs/operations.md: events per batch. */
 export const maxEventsPerBatch = 100
 
 /**
@@ -136,7 +136,7 @@ export type BatchProblem = { index: number | undefined; field: string; reason: s
 
 /**
  * What the schema cannot say about a batch: every item carries the batch's
- * hostId and assignmentEpoch (issue 4: fencing is per batch), eventIds and
+ * hostId and assignmentEpoch (fencing is per batch), eventIds and
  * seqns do not repeat, and maxSeqn, when given, is the largest seqn.
  */
 export function checkBatch(batch: PrinterEventBatch): BatchProblem | undefined {

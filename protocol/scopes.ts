@@ -1,5 +1,5 @@
 /**
- * Scope values (SPEC part 2). An API key or OAuth token carries some of
+ * Scope values. An API key or OAuth token carries some of
  * these; every route that accepts one names the scope it needs.
  */
 export const consentScopes = [
@@ -49,7 +49,7 @@ export function scopesForRole(scopes: readonly string[], role: 'admin' | 'member
 }
 
 /**
- * What a bridge paired through an auth code may do (SPEC part 5, bridge
+ * What a bridge paired through an auth code may do (docs/authentication.md, bridge
  * pairing): read its printers' configuration, post their events and
  * connection state, follow and update the jobs it runs, fetch the files it
  * prints, poll and claim the printer tasks dispatched to it (print:launch).

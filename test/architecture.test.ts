@@ -1,5 +1,5 @@
 /**
- * The layout is the architecture (DESIGN section 2, STYLE practice 1):
+ * The layout is the architecture (STYLE practice 1; docs/development.md):
  * src → actors → machines → protocol, pure at the bottom. This test reads the
  * import statements of every module and fails on an import that points the
  * wrong way or brings I/O into a pure layer; and it reads every file of

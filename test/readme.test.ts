@@ -151,6 +151,28 @@ t.test('docs - README, docs/ and the OpenAPI document do not refer to documents 
   t.same(privateReferencesIn(openApi), [], 'the OpenAPI document (descriptions, summaries, x-auth reasons)')
 })
 
+/** The .ts files of the repository's code and tests (not node_modules, not the build). */
+function codeFiles(): string[] {
+  const out: string[] = []
+  for (const top of ['src', 'protocol', 'machines', 'actors', 'bench', 'test']) {
+    for (const entry of readdirSync(join(root, top), { recursive: true, encoding: 'utf8' })) {
+      if (entry.endsWith('.ts')) out.push(join(root, top, entry))
+    }
+  }
+  return out
+}
+
+t.test('code - comments and test titles cite docs/, RFCs or rule ids, never documents users do not have', async (t) => {
+  const self = fileURLToPath(import.meta.url)
+  const offending: string[] = []
+  for (const file of codeFiles()) {
+    if (file === self) continue
+    const found = privateReferencesIn(readFileSync(file, 'utf8'))
+    if (found.length > 0) offending.push(`${relative(root, file)}: ${found.join('; ')}`)
+  }
+  t.same(offending, [], 'no SPEC, DESIGN, "the spec" or issue numbers in code or tests')
+})
+
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens; repeats get -1, -2 … */
 function anchorsOf(markdown: string): Set<string> {
   const anchors = new Set<string>()

@@ -1,6 +1,6 @@
 /**
- * Printer reports, read into one typed partial report (DESIGN of the bridge
- * data contract: a bridge sends the normalized form, or forwards the
+ * Printer reports, read into one typed partial report (docs/printer-reports.md:
+ * a bridge sends the normalized form, or forwards the
  * printer's own message unchanged). Pure: no I/O, never throws; a field of
  * the wrong type or out of range is left out, never guessed at. Only what the
  * input carries appears in the output: reports may be partial (deltas), and

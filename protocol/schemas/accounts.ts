@@ -1,5 +1,5 @@
 /**
- * Accounts (DESIGN section 9): sign-in, sessions, organizations, members.
+ * Accounts (docs/authentication.md): sign-in, sessions, organizations, members.
  * Bodies are strict: an unknown field is a 400 naming it.
  */
 import { Type, type Static } from '@sinclair/typebox'

@@ -1,7 +1,7 @@
 /**
- * API keys and bridge pairing (SPEC part 4 group E, part 2 "API key" and
+ * API keys and bridge pairing (docs/authentication.md, part 2 "API key" and
  * "Auth code"). API key records use camelCase; the auth-code exchange answers
- * with the same record in snake_case, as the spec says.
+ * with the same record in snake_case, as documented.
  */
 import { Type, type Static } from '@sinclair/typebox'
 import { consentScopes } from '../scopes.js'

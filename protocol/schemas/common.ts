@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox'
 
-/** SPEC part 2, "Error body". */
+/** the contract, "Error body". */
 export const ErrorBodySchema = Type.Object(
   {
     error: Type.String({ description: 'Machine-readable error code (see the error table in the API description).' }),

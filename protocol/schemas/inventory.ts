@@ -1,5 +1,5 @@
 /**
- * The spool inventory (DESIGN section 13): spools of a material, where they
+ * The spool inventory (docs/inventory.md): spools of a material, where they
  * are (a shelf, or a printer's filament slot), how many grams they hold, and
  * the ledger of every change to that.
  *

@@ -1,10 +1,10 @@
 /**
- * Makes, SKUs and batches (SPEC groups G and K; DESIGN section 13): what a farm
+ * Makes, SKUs and batches (docs/makes.md): what a farm
  * sells. A make is a model file with a material chosen for each of its project
  * filaments and the number of prints one unit takes; a SKU is a product code
  * made of makes; ordering a SKU creates one batch of print jobs.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - A make's `materials` name each filament of the file at most once
  *   (`filament_index`, 0-based into the file's project_filaments); filaments
  *   not named take what the slicer recorded. At most 64 entries, as labels.

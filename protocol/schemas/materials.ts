@@ -1,5 +1,5 @@
 /**
- * Materials (DESIGN section 13): the filaments a farm prints with, as jobs
+ * Materials (docs/inventory.md): the filaments a farm prints with, as jobs
  * require them and spools hold them.
  *
  * Decisions where the design is silent:
@@ -8,7 +8,7 @@
  * - `color_hex` is `#RRGGBB`, stored upper-case (`#ff8000` reads back
  *   `#FF8000`); alpha is not a property of a material.
  * - `diameter_mm` defaults to 1.75 (1.0-3.5); density 0.5-3.0 g/cm³; nozzle
- *   temperatures 0-500 °C with min ≤ max (DESIGN's bounds); cost per kg from
+ *   temperatures 0-500 °C with min ≤ max (the service's bounds); cost per kg from
  *   0 (at most 100,000, a bound on input) in the organization's currency.
  * - The list is sorted by name; `type` filters exactly (case-insensitive),
  *   `search` matches part of the name or vendor.

@@ -1,9 +1,9 @@
 /**
- * The model-files read model (SPEC part 4 group G; DESIGN section 12): the
+ * The model-files read model (docs/files.md): the
  * files of one model as a list with views, filters and filter options, their
  * counts, filament labels, and reprocessing with durable receipts.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - `filter_options` (only on the first page, offset 0) count the model's
  *   files in the chosen view before the list's own filters narrow them: the
  *   numbers say what each option would find, as a faceted search shows them.

@@ -1,9 +1,8 @@
 /**
- * Models and their files (SPEC part 2 "File", part 4 groups F and J;
- * DESIGN section 12). A model is what a farm prints (a design); its files
+ * Models and their files (docs/files.md). A model is what a farm prints (a design); its files
  * are the sliced or unsliced versions of it.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - `name` is required on create (1-200 characters); `sourceUrl` and
  *   `sourceId` keep the spelling they are sent with.
  * - `metadata` is free-form, at most 64 keys and 32 KiB as JSON; its `tags`
@@ -144,7 +143,7 @@ export const FileSchema = Type.Object(
 export type FileRecord = Static<typeof FileSchema>
 
 export const FileParams = Type.Object({ fileId: Uuid }, strict)
-/** SPEC group F: routes that read content also take these (a printer task fetching its file; checked with print jobs). */
+/** docs/files.md: routes that read content also take these (a printer task fetching its file; checked with print jobs). */
 export const FileContentQuery = Type.Object(
   {
     print_job_id: Type.Optional(Type.String({ maxLength: 200 })),

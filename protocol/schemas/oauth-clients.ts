@@ -1,8 +1,8 @@
 /**
- * OAuth clients an organization manages (SPEC part 4 group D, part 2 "OAuth
+ * OAuth clients an organization manages (docs/authentication.md, part 2 "OAuth
  * client"): the applications its people may sign in to the farm with.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - `client_secret` exists only for confidential clients (`is_public: false`)
  *   and is in the create answer only; public clients (native and browser
  *   apps, which cannot keep a secret) get null and must use PKCE.
@@ -91,7 +91,7 @@ export const OAuthClientListSchema = Type.Object({ clients: Type.Array(OAuthClie
 export const OAuthClientParams = Type.Object({ clientId: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$', description: "The client's id or client_id." }) }, strict)
 
 /**
- * Dynamic client registration (RFC 7591; SPEC part 4 group C). SPEC's fields
+ * Dynamic client registration (RFC 7591; docs/oauth.md). The documented fields
  * and limits, plus the other RFC 7591 §2 client metadata names and
  * `application_type`, which real clients send (the MCP client always does);
  * anything else is refused. `scope` is space-separated client scopes (all 17

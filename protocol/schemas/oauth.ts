@@ -1,8 +1,8 @@
 /**
- * The authorization server's requests and answers (SPEC part 4 groups B
+ * The authorization server's requests and answers (docs/oauth.md
  * and C): session handoff, authorize, token, revocation and agent identity.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - The token and revocation endpoints take form bodies (RFC 6749 §4.1.3)
  *   or JSON; unknown parameters there and at authorize are ignored, as
  *   RFC 6749 §3.1 and §3.2 require, while each known one is bounded.

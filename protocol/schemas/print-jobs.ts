@@ -1,8 +1,8 @@
 /**
- * Print jobs, printer tasks and the ready gate (SPEC group I and the group H
- * routes `ready` and `operator-device-start`; DESIGN section 14).
+ * Print jobs, printer tasks and the ready gate with the printer
+ * routes `ready` and `operator-device-start` (docs/print-jobs.md).
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - `name` 1-200 characters; `priority` -100..100 (default 0, higher first);
  *   `plate` is the 1-based plate of the file to print (default 1, or the
  *   file's only sliced plate).

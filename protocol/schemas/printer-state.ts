@@ -5,10 +5,10 @@
  * live feed and the OpenAPI document, so a dashboard reads the same fields
  * whichever way it asks.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - Times are RFC 3339 strings (`last_seen_at`, `error.at`, `job.started_at`
  *   are the bridge's clock; `updated_at` is the service's).
- * - `ready_gate` is the plate check of DESIGN section 14: `open`, or
+ * - `ready_gate` is the plate check of docs/print-jobs.md: `open`, or
  *   `awaiting_verification` from a job's end until an operator answers
  *   PATCH /v1/printers/{id}/ready, or `held` by an operator.
  * - `ready` is the gate, as in every answer that shows it (the ready gate's PATCH, the queue): true

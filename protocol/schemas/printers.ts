@@ -1,8 +1,8 @@
 /**
- * Printer configuration (SPEC part 2 "Printer configuration", part 4 group H)
- * and host assignment (issue 4; not shown in the spec).
+ * Printer configuration (docs/printers-and-events.md)
+ * and host assignment.
  *
- * Decisions where the spec is silent:
+ * Decisions made here (documented in the OpenAPI descriptions):
  * - Bounds on every field (names 200, addresses 255, credentials 512
  *   characters; port 1-65535; timeout 100 ms-10 min; reconnect 100 ms-1 h).
  * - POST /v1/printer-config upserts: by `id` when given, else by
@@ -64,7 +64,7 @@ export const UpsertPrinterConfigBody = Type.Object(
 )
 export type UpsertPrinterConfigBody = Static<typeof UpsertPrinterConfigBody>
 
-/** Any configuration field except id and host_id (SPEC part 4 group H). */
+/** Any configuration field except id and host_id (docs/printers-and-events.md). */
 export const UpdatePrinterConfigBody = Type.Partial(Type.Object(fields), {
   ...strict,
   minProperties: 1,
@@ -166,7 +166,7 @@ export const TestConnectionResultSchema = Type.Object(
 const NullableString = Type.Union([Type.String({ maxLength: 200 }), Type.Null()])
 export const FilamentSlotSchema = Type.Object(
   {
-    // SPEC: "position (number)"; decided: a whole slot number 0-63, like the AMS slots of a printer event.
+    // the contract: "position (number)"; decided: a whole slot number 0-63, like the AMS slots of a printer event.
     position: Type.Integer({ minimum: 0, maximum: 63 }),
     materialId: Type.Optional(Type.Union([Type.String({ format: 'uuid', description: 'A material of the organization (GET /v1/materials).' }), Type.Null()])),
     materialType: Type.Optional(NullableString),

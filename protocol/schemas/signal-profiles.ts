@@ -1,6 +1,6 @@
 /**
- * SPEC part 4 group L (signal profiles and status displays) and DESIGN
- * section 10 (display registration). Bodies are strict: an unknown field is
+ * docs/displays.md (signal profiles and status displays), display
+ * registration included. Bodies are strict: an unknown field is
  * 400 MQTT_DISPLAY_REQUEST_INVALID (the routes' invalidRequestCode).
  */
 import { Type, type Static } from '@sinclair/typebox'

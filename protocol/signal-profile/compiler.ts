@@ -1,6 +1,6 @@
 /**
  * Signal-profile compiler: authoring draft → compiled format version 1
- * (SPEC part 2; issue 6). Pure and deterministic: the same profile, however
+ * (docs/displays.md). Pure and deterministic: the same profile, however
  * its patterns are named or ordered, compiles to the same bytes.
  *
  * Byte layout (little-endian, unsigned, no padding, no strings):
@@ -11,7 +11,7 @@
  *     4   u8   pattern_count    1-10
  *     5   u8   status_count     9
  *     6   u8   brightness_cap   0-255
- *     7   u8×9 bindings         pattern record id per status, in SPEC order
+ *     7   u8×9 bindings         pattern record id per status, in the contract order
  *                               FILAMENT_RUNOUT, ERROR, COMPLETE, OFFLINE,
  *                               PAUSED, RUNNING, WAITING, IDLE, UNKNOWN
  *     16  u8   stale_mode       0 per_pixel, 1 all_pixels, 2 first_pixel
@@ -34,7 +34,7 @@
  * order, so the compiled bytes depend on the programs only. Sizes: 20 +
  * Σ(9 + 8·phases): 29 (one pattern, no phases) to 750 (ten of eight phases).
  *
- * Rules the spec leaves open, decided here and enforced:
+ * Rules decided here and enforced:
  * - Phases: 0-8; a program without phases is a constant colour and must
  *   have traversals 0. Each phase lasts 50 ms to 60 s, in 50 ms steps.
  * - Closure: a program that repeats (traversals 0 or ≥ 2, with phases) ends
@@ -44,7 +44,7 @@
  * - COMPLETE: its program differs from the programs of RUNNING and ERROR,
  *   so a finished print never looks like one printing or one failed.
  * - Stale: the stale pattern is always compiled, and its program differs
- *   from every program bound to FILAMENT_RUNOUT through WAITING (SPEC).
+ *   from every program bound to FILAMENT_RUNOUT through WAITING.
  * - White is "used" when any white channel is above 0; CCT is "used" when a
  *   program that uses white has a CCT above 0 (without white, CCT mixes nothing).
  */
@@ -55,7 +55,7 @@ import { sha256Hex, toBase64 } from './bytes.js'
 import { DraftSchema, staleModes, tickMs, type Channels, type Draft, type Program } from './draft.js'
 
 export const formatVersion = 1
-/** Recorded with every published revision (SPEC part 9). */
+/** Recorded with every published revision (docs/oauth.md). */
 export const compilerVersion = '1.0.0'
 export const headerBytes = 20
 export const recordBytes = 9

@@ -1,6 +1,6 @@
 /**
- * The signal-profile authoring draft (SPEC part 2): what an admin edits. The
- * schema holds the spec's bounds; the compiler (compiler.ts) enforces the
+ * The signal-profile authoring draft: what an admin edits. The
+ * schema holds the documented bounds; the compiler (compiler.ts) enforces the
  * rules a schema cannot express.
  */
 import { Type, type Static } from '@sinclair/typebox'
@@ -10,7 +10,7 @@ const Channel = Type.Integer({ minimum: 0, maximum: 255 })
 export const ChannelsSchema = Type.Object({ red: Channel, green: Channel, blue: Channel, white: Channel, cct: Channel }, { additionalProperties: false })
 export type Channels = Static<typeof ChannelsSchema>
 
-/** Decided here (SPEC leaves the cycle length open): one phase lasts 50 ms to 60 s, so a cycle of eight phases is at most 8 minutes. */
+/** Decided here (leaves the cycle length open): one phase lasts 50 ms to 60 s, so a cycle of eight phases is at most 8 minutes. */
 export const maxPhaseMs = 60_000
 export const tickMs = 50
 

@@ -1,5 +1,5 @@
 /**
- * Slicer metadata of print files (DESIGN section 12), read from texts the
+ * Slicer metadata of print files (docs/files.md), read from texts the
  * caller already took out of the file (no I/O here): Bambu Studio and
  * OrcaSlicer 3MF projects, and PrusaSlicer, OrcaSlicer and Bambu Studio
  * G-code. Hostile input gives a SlicerMetadataError or a result, never

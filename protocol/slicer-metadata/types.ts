@@ -1,6 +1,6 @@
 /**
  * What a slicer wrote about a print file, in the shape the File record
- * carries (SPEC part 2 "File"), and the texts it is read from.
+ * carries ("File"), and the texts it is read from.
  */
 
 /** The texts a caller has already taken out of a 3MF zip; every one may be missing. */

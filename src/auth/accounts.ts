@@ -78,7 +78,7 @@ const uuidText = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$
 /**
  * Reads memberships for the users asked about in one turn of the event loop with one statement.
  * Every request of a signed-in person checks their memberships as they stand (a departed member
- * loses access at once, DESIGN's rule for sessions), and a dashboard's or a script's concurrent
+ * loses access at once, as sessions do), and a dashboard's or a script's concurrent
  * requests asked the same question one statement each: under bench/displays those reads were
  * four statements in ten. Each request still sees memberships read after it arrived.
  */

@@ -1,5 +1,5 @@
 /**
- * API keys (SPEC part 4 group E): `pfk_<prefix>_<secret>`.
+ * API keys (docs/authentication.md): `pfk_<prefix>_<secret>`.
  *
  * The 10-hex-digit prefix is public and indexed, so finding a key is one
  * index probe; the secret is 256 random bits, so a fast SHA-256 of the whole

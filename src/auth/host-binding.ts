@@ -1,5 +1,5 @@
 /**
- * A paired bridge's key speaks for one host (DESIGN section 14): the first
+ * A paired bridge's key speaks for one host (docs/print-jobs.md): the first
  * hostId it names (in events, the task poll or a claim) binds it, and any
  * other host is refused with 403 api_key_host_mismatch, so a key copied off
  * one bridge cannot drive another host's printers or claim its tasks. Keys

@@ -1,5 +1,5 @@
 /**
- * The ES256 keys that sign access tokens (DESIGN section 9), kept in the
+ * The ES256 keys that sign access tokens (docs/authentication.md), kept in the
  * store so every node signs and verifies with the same set. Generated on the
  * first start; the newest key signs, every unretired key verifies, and the
  * public halves are served as the JWKS. A token whose kid is unknown makes the

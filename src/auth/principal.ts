@@ -8,7 +8,7 @@ export function organizationOf(principal: Principal): string {
   return principal.organizationId
 }
 
-/** The organization of the request, checked against an `organizationId` the body names (SPEC lets several bodies name it). */
+/** The organization of the request, checked against an `organizationId` the body names (lets several bodies name it). */
 export function organizationFor(principal: Principal, body: { organizationId?: string | undefined }): string {
   const organizationId = organizationOf(principal)
   if (body.organizationId !== undefined && body.organizationId.toLowerCase() !== organizationId) {

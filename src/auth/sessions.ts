@@ -1,5 +1,5 @@
 /**
- * Sign-in sessions (DESIGN section 9): short-lived ES256 access tokens and
+ * Sign-in sessions (docs/authentication.md): short-lived ES256 access tokens and
  * long-lived refresh tokens that rotate on every use.
  *
  * Refresh tokens are random 256-bit secrets, stored only as SHA-256 hashes.

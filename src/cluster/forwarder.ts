@@ -1,5 +1,5 @@
 /**
- * Node-to-node calls for the shard router (issue 7, DESIGN section 6): a
+ * Node-to-node calls for the shard router (docs/operations.md): a
  * request that lands on a node that does not own the entity's shard is sent
  * to the owner as a MessagePack frame over Redis pub/sub, and the owner's
  * answer comes back the same way.

@@ -1,5 +1,5 @@
 /**
- * Where a call on a sharded entity runs (DESIGN section 6): here when this
+ * Where a call on a sharded entity runs (docs/operations.md): here when this
  * node owns the shard, else on the owner through the Forwarder. Printers and
  * displays route the same way and differ only in their 503 code.
  *

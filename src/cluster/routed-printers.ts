@@ -1,6 +1,6 @@
 /**
  * The printer API of a node (what routes call): each call goes to the
- * printer's actor on the owner of its shard (DESIGN section 6). Here when
+ * printer's actor on the owner of its shard (docs/operations.md). Here when
  * this node owns the shard; forwarded through the Forwarder when another
  * node does; 503 printer_owner_unavailable (with Retry-After) while no node
  * holds the shard (a lease expiring after a crash, a handoff) or the owner

@@ -1,5 +1,5 @@
 /**
- * Display credentials on the broker (SPEC part 5): who may log in as a
+ * Display credentials on the broker (docs/authentication.md): who may log in as a
  * display, and which topics that login may use. Three brokers, three answers:
  *
  * - the embedded broker checks every login against the store and applies
@@ -61,7 +61,7 @@ export class UnenforcedCredentials implements BrokerCredentials {
 
 const usernamePattern = /^display-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/
 
-/** The per-credential role: exactly SPEC part 5's access for this binding. */
+/** The per-credential role: exactly docs/authentication.md access for this binding. */
 export function displayRoleAcls(credential: Pick<DisplayCredential, 'organizationId' | 'displayId' | 'bindingEpoch' | 'credentialId'>): Acl[] {
   const access = displayTopicAccess(credential, credential.credentialId)
   return [

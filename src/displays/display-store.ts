@@ -1,5 +1,5 @@
 /**
- * Status displays in the store (DESIGN section 10): registration, pixels,
+ * Status displays in the store (docs/displays.md): registration, pixels,
  * bindings and credentials, advertised capabilities, and the activation
  * target that the display actors persist (actors/display-persistence.ts).
  *
@@ -102,7 +102,7 @@ function stored(row: ActivationRow): StoredActivation {
   }
 }
 
-/** The target as the API shows it (SPEC part 2, DesiredSignalProfileActivation); errored = publish_failed. */
+/** The target as the API shows it (DesiredSignalProfileActivation); errored = publish_failed. */
 export function activationView(s: StoredActivation): DesiredActivation {
   if (s.desired === null) throw new ServiceError('signal_profile_target_not_found', 'nothing is assigned to this display in its current binding')
   const errorCode = s.errorCode ?? (s.publishError !== null ? 'publish_failed' : null)
@@ -143,7 +143,7 @@ function view(row: DisplayRow): DisplayView {
   }
 }
 
-/** SPEC group L rule 3: what the revision needs against what the controller advertised. */
+/** docs/displays.md: what the revision needs against what the controller advertised. */
 export function capabilityShortfall(requirements: CapabilityRequirements, capability: SignalProfileCapability): string | undefined {
   if (capability.format_version !== 1) return `the display speaks format_version ${capability.format_version}, the revision is format 1`
   if (requirements.decodedBytes > capability.max_decoded_bytes) return `the revision is ${requirements.decodedBytes} bytes, the display takes at most ${capability.max_decoded_bytes}`

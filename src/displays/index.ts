@@ -46,7 +46,7 @@ export interface DisplayNode {
   onLiveChange(listener: DisplayLiveListener, wants?: (organizationId: string) => boolean): () => void
   /** Deletes a display: credential revoked and disconnected, retained messages removed. */
   remove(organizationId: string, displayId: string): Promise<void>
-  /** SPEC group L: through the display's actor, on whichever node owns it. */
+  /** docs/displays.md: through the display's actor, on whichever node owns it. */
   assign(displayId: string, request: AssignRequest): Promise<StoredActivation>
   retry(displayId: string, organizationId: string): Promise<StoredActivation>
   rebind(displayId: string, organizationId: string): Promise<{ current: StoredActivation; username: string; password: string }>
@@ -136,7 +136,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
       if (op === 'display.changed') liveChanges.changed(organizationId, displayId)
     })
   }
-  // SPEC part 6 rule 5: retained configuration comes back from the store, not from the broker.
+  // the contract: retained configuration comes back from the store, not from the broker.
   const republished = await runtime.start()
   await feed.start()
   const unsubscribe = options.printers.onChange((change) => feed.printerChanged(change.view.printerId))

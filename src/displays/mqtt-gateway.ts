@@ -1,11 +1,11 @@
 /**
- * The service's side of the display topics (SPEC part 6): publishes the
+ * The service's side of the display topics: publishes the
  * retained profile/config envelopes for the display actors, and takes what
  * displays send on their credential-bound topics: receipts to the display's
  * actor, capability reports to the store, resync requests to both the actor
  * and the status feed.
  *
- * Who may send what is the broker's job (topic access per SPEC part 5,
+ * Who may send what is the broker's job (topic access per docs/authentication.md,
  * credentials per broker in broker-credentials.ts): a message on display
  * D's credential topic comes from D's credential. The gateway still checks that the message's own fields name
  * the topic's display, binding and credential, and drops anything oversized,
@@ -131,7 +131,7 @@ export class DisplayGateway implements ProfileTransport {
     if (device === undefined) return
     const count = (outcome: string) => this.#messages.inc({ kind: device.kind, outcome })
     if (retained && payload.length > 0) {
-      // SPEC part 5: displays never publish retained. The embedded broker refuses it; Mosquitto's
+      // docs/authentication.md: displays never publish retained. The embedded broker refuses it; Mosquitto's
       // ACLs cannot, so a retained device message replayed at (re)subscription is dropped, never
       // taken for a fresh one, and removed from the broker.
       this.#publish(topic, '').catch((error: unknown) => this.#logger.warn('clearing a retained display message failed', { topic, error }))
@@ -175,7 +175,7 @@ export class DisplayGateway implements ProfileTransport {
     return this.#runtime.receipt(device, result.value)
   }
 
-  /** A report without a valid signal_profile object means the controller lacks the capability (SPEC part 6). */
+  /** A report without a valid signal_profile object means the controller lacks the capability. */
   async #capabilities(device: DeviceTopic, body: unknown): Promise<string> {
     const result = validateCapabilities(body)
     const capability: SignalProfileCapability | null = result.ok ? (result.value.signal_profile ?? null) : null

@@ -1,6 +1,5 @@
 /**
- * Signal profiles and their published revisions in the store (SPEC part 4
- * group L). Every change is one conditional statement or one transaction, so
+ * Signal profiles and their published revisions in the store (docs/displays.md). Every change is one conditional statement or one transaction, so
  * two admins racing on the same draftRevision cannot both win.
  *
  * Decided here:

@@ -1,5 +1,5 @@
 /**
- * The status feed to displays (DESIGN section 10; message format in
+ * The status feed to displays (docs/displays.md; message format in
  * protocol/display-mqtt.ts): for every display, the display status of the
  * printer on each pixel, from the one classifier (protocol/display-status.ts)
  * over the committed printer state.

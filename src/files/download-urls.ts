@@ -1,5 +1,5 @@
 /**
- * Signed download URLs (SPEC part 4 group F; DESIGN section 12):
+ * Signed download URLs (docs/files.md):
  * `{PUBLIC_BASE_URL}/v1/files/{id}?expires=…&signature=…`, readable with no
  * other credential until `expires` (Unix seconds, 15 minutes on). The
  * signature is HMAC-SHA256 over the file id, the file's SHA-256 and the

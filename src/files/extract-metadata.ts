@@ -1,5 +1,5 @@
 /**
- * What an uploaded file is and what its slicer wrote (DESIGN section 12),
+ * What an uploaded file is and what its slicer wrote (docs/files.md),
  * read from the stored bytes by range: the same code runs at upload and on
  * reprocess, on the file system and on S3.
  *

@@ -1,6 +1,5 @@
 /**
- * Audit and cleanup of one model's storage (SPEC part 4 group F; DESIGN
- * section 12), and the sweep that removes deleted files' bytes after their
+ * Audit and cleanup of one model's storage (docs/files.md), and the sweep that removes deleted files' bytes after their
  * grace period.
  *
  * The audit compares the model's rows (active, and deleted but not yet

@@ -1,5 +1,5 @@
 /**
- * File rows (SPEC part 2 "File", part 3 "File" states; DESIGN section 12).
+ * File rows ("File", part 3 "File" states; docs/files.md).
  * A row is written only after its bytes are safely stored, so a row always
  * names an object that exists (until the grace sweep purges a deleted one,
  * which it marks). Every read and change is scoped to the organization:
@@ -112,7 +112,7 @@ export class FileRecords {
     if (rows.length === 0) throw fileNotFound()
   }
 
-  /** SPEC part 3: soft-deleted → active when the parent model is available; 409 otherwise; an active file stays as it is. */
+  /** the contract: soft-deleted → active when the parent model is available; 409 otherwise; an active file stays as it is. */
   async restore(organizationId: string, id: string): Promise<void> {
     await this.#sql.begin(async (tx) => {
       const [row] = await tx<(Pick<FileRow, 'deleted_at' | 'purged_at'> & { model_deleted: boolean })[]>`

@@ -1,5 +1,5 @@
 /**
- * Where the bytes of model files live (DESIGN section 12): one narrow
+ * Where the bytes of model files live (docs/files.md): one narrow
  * interface, so the local file system and S3-compatible object storage are
  * interchangeable and one conformance suite (test/src/files/file-store.test.ts)
  * holds every backend to the same contract.

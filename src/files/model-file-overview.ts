@@ -1,5 +1,5 @@
 /**
- * The overview of one model file (SPEC group G; DESIGN section 12): the file,
+ * The overview of one model file (docs/files.md): the file,
  * how many of its jobs print and wait, the batches and makes that use it, its
  * project filaments with their labels, the SKUs it belongs to, and what the
  * caller may do with it now. One read, computed from the tables, never stored.

@@ -1,5 +1,5 @@
 /**
- * The model-files read model (SPEC part 4 group G; decisions in
+ * The model-files read model (docs/files.md; decisions in
  * protocol/schemas/model-files.ts): one model's files with views, filters
  * and facet counts, read straight from the tables (files, print_jobs, makes)
  * in one statement each, so a list and its counts agree.

@@ -1,5 +1,5 @@
 /**
- * Models in the store (SPEC part 4 group J; DESIGN section 12). A deleted
+ * Models in the store (docs/files.md). A deleted
  * model reads as not found everywhere except its restore, and takes no
  * uploads; its files keep their rows (their restore answers 409 while the
  * model is deleted).

@@ -1,5 +1,5 @@
 /**
- * Reprocessing a file's metadata (SPEC part 4 group G; DESIGN section 12),
+ * Reprocessing a file's metadata (docs/files.md),
  * with durable receipts. A request is a row in file_commands before it is
  * answered (202), so it survives a restart; at most one per file is queued or
  * running (a partial unique index), so a second request returns the same

@@ -1,6 +1,6 @@
 /**
  * Files in S3-compatible object storage (AWS S3, MinIO, Ceph, R2…), signed
- * with SigV4 by aws4fetch (DESIGN section 3: no SDK, no dependencies).
+ * with SigV4 by aws4fetch (no SDK, no dependencies; docs/development.md).
  *
  * A put streams the body through a hash and sends it as one PUT when it is
  * at most `partBytes`, else as a multipart upload of `partBytes` parts sent

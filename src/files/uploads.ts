@@ -1,5 +1,5 @@
 /**
- * Uploads (SPEC part 4 group J; DESIGN section 12): a multipart body streamed
+ * Uploads (docs/files.md): a multipart body streamed
  * from the socket through busboy into the FileStore, never whole in memory.
  *
  * Order, so that nothing is lost and nothing half-made is seen:
@@ -208,7 +208,7 @@ export class Uploads {
     const sanitized = sanitizeFileName(original)
     const minor = await this.#records.nextVersion(modelId, sanitized.name)
     const finalName = versionedFileName(sanitized, minor)
-    // SPEC part 2: {orgId}/{modelId}/{finalFileName}/{finalFileName}
+    // the contract: {orgId}/{modelId}/{finalFileName}/{finalFileName}
     const key = `${organizationId}/${modelId}/${finalName}/${finalName}`
     try {
       const stored = await this.#store.put(key, head, { limitBytes: this.#limitBytes, contentType: declaredType })

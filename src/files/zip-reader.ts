@@ -1,7 +1,7 @@
 /**
  * Reading a few small entries of a stored zip (a 3MF) without reading the
  * whole file: yauzl walks the central directory at the end of the zip, and
- * only the entries asked for are inflated (DESIGN section 12: a 31 MB 3MF's
+ * only the entries asked for are inflated (docs/files.md: a 31 MB 3MF's
  * metadata in ~23 ms).
  *
  * The bytes come from the FileStore by range, so this works the same on the

@@ -1,7 +1,7 @@
 /**
  * A request body as a Node stream, for the routes that must not hold it in
- * memory (uploads; DESIGN section 12). uWS hands out each chunk only during
- * its onData callback (DESIGN section 7), so each is copied once; when the
+ * memory (uploads; docs/files.md). uWS hands out each chunk only during
+ * its onData callback (docs/development.md), so each is copied once; when the
  * reader falls behind (`push` answers false) the socket is paused with
  * `res.pause()` and resumed on the next `_read`, so a slow disk slows the
  * client down instead of filling memory.

@@ -1,9 +1,9 @@
 /**
  * Reading a request body from uWS, bounded before anything is parsed
- * (DESIGN section 8).
+ * (docs/errors.md).
  *
  * uWS hands out chunks that are only valid during the onData callback
- * (DESIGN section 7), so each one is copied. A declared Content-Length over the
+ * (docs/development.md), so each one is copied. A declared Content-Length over the
  * limit is refused before a byte is read; an undeclared (chunked) body is cut
  * off the moment it passes the limit. An aborted request settles the promise
  * so nothing waits forever on a socket that is gone.

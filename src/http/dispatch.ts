@@ -5,7 +5,7 @@
  * Handlers never see uWS. Listening and draining are the server's
  * (server.ts); this module only answers.
  *
- * uWS rules (DESIGN section 7) are kept here and only here: onAborted is
+ * uWS rules (docs/development.md) are kept here and only here: onAborted is
  * registered before uWS's request callback returns unless the answer was
  * already sent in it, everything needed from `req` is read before the first
  * await, and every write after an await is corked.

@@ -4,7 +4,7 @@
  * allocates one object per request, not five functions.
  *
  * After an abort, or once the response ended, `res` is never touched again
- * (DESIGN section 7): every write goes through `send`, which checks both.
+ * (docs/development.md): every write goes through `send`, which checks both.
  */
 import type { TrustedProxies } from './client-address.js'
 import { performance } from 'node:perf_hooks'
@@ -46,7 +46,7 @@ export class Exchange implements RequestLifecycle {
   readonly host: ExchangeHost
   /** Metrics label: the route template, or a fixed word for requests no route took. */
   label = 'unmatched'
-  /** The matched route answers 400/404/500 with {error} alone (SPEC part 7). */
+  /** The matched route answers 400/404/500 with {error} alone (docs/errors.md). */
   errorOnly = false
   /** Error bodies carry `code` too (printer-event routes). */
   errorCoded = false

@@ -1,6 +1,6 @@
 /**
  * The OpenAPI 3.1 document, generated from the route table and its schemas,
- * so a route cannot exist without being described (SPEC part 1: GET
+ * so a route cannot exist without being described (GET
  * /openapi.json, version 1.0.0).
  */
 import type { TSchema } from '@sinclair/typebox'
@@ -40,7 +40,7 @@ function framingErrors(route: Route<RouteSchemas, unknown>): ErrorCode[] {
   return [...new Set(codes.map((code) => (faults.includes(code) ? own : code)))]
 }
 
-/** SPEC part 5: sessions carry a bearer JWT; organization routes also take an API key with the route's scope. */
+/** docs/authentication.md: sessions carry a bearer JWT; organization routes also take an API key with the route's scope. */
 function security(route: Route<RouteSchemas, unknown>): Json[] {
   switch (route.auth.kind) {
     case 'public':

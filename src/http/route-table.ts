@@ -1,6 +1,6 @@
 /**
- * The access table of every route (issue 3: "one documented table mapping
- * every route to the scope an API key needs"). Rendered from the route table
+ * The access table of every route (one documented table mapping
+ * every route to the scope an API key needs). Rendered from the route table
  * itself, so it cannot drift: `printfarm routes` prints it, the README holds
  * a copy that a test compares with this output.
  */

@@ -75,7 +75,7 @@ export type ReplyOf<R extends Responses> = number extends keyof R
     : Omit<Reply, 'body'> & { body?: BodyOf<R[keyof R & number]> | ErrorBody }
 
 /**
- * Who may call a route (SPEC part 5).
+ * Who may call a route (docs/authentication.md).
  * - `public`: no credential (the reason is documented in the OpenAPI description).
  * - `user`: a signed-in person (bearer session token); no organization involved.
  * - `organization`: acts inside one organization, chosen by x-organization-id
@@ -145,16 +145,16 @@ export interface Route<S extends RouteSchemas = RouteSchemas, Svc = unknown, R e
   /** An empty body is read as `{}` (routes whose body is "empty object"). */
   readonly emptyBodyAllowed?: boolean
   /**
-   * SPEC part 7: a few routes answer 400/404/500 with `{error}` alone (the
+   * docs/errors.md: a few routes answer 400/404/500 with `{error}` alone (the
    * auth-code routes). Other statuses keep the full body. `coded`: the
-   * printer-event routes (SPEC part 4 group H) add `code` (= `error`).
+   * printer-event routes (docs/printers-and-events.md) add `code` (= `error`).
    * `oauth`: the OAuth endpoints answer RFC 6749 / RFC 7591 bodies, with
    * `error_description` (= `message`) beside our own fields.
    */
   readonly errorBody?: 'error-only' | 'coded' | 'oauth'
   /**
    * The code of a 400 for a body, query or path the route cannot use (unknown
-   * or invalid fields, unreadable JSON, no body). SPEC group L answers all of
+   * or invalid fields, unreadable JSON, no body). docs/displays.md answers all of
    * them with MQTT_DISPLAY_REQUEST_INVALID; other routes use validation_failed,
    * invalid_json and body_required.
    */

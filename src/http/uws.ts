@@ -1,7 +1,7 @@
 /**
  * uWebSockets.js, native or not at all.
  *
- * The republished package (DESIGN section 3) falls back to a slow pure-JS
+ * The republished package (docs/development.md) falls back to a slow pure-JS
  * implementation when its binary does not load, with only a console warning.
  * A farm sized for the native server would fall over on the fallback, so the
  * service refuses to start instead.

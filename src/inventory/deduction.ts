@@ -1,7 +1,7 @@
 /**
- * A finished job's grams leave the spools it printed from, once (DESIGN
- * sections 13 and 14: "Grams are deducted at job:finish: the plate's used_g
- * per slot, times progress / 100 when not successful").
+ * A finished job's grams leave the spools it printed from, once (docs/inventory.md:
+ * grams are deducted at job:finish: the plate's used_g per slot, times
+ * progress / 100 when not successful).
  *
  * Exactly once is three things together: attempts that may repeat (after the
  * printer commit that ended the job, and again from the sweep's catch-up, so

@@ -1,5 +1,5 @@
 /**
- * The one way `remaining_g` changes (DESIGN section 13, "Ledger entry"): an
+ * The one way `remaining_g` changes ("Ledger entry"; docs/inventory.md): an
  * entry is written with what was asked and what was done, in the transaction
  * that holds the spool's row. Shared by adjustments and job deductions.
  */

@@ -1,5 +1,5 @@
 /**
- * The spool inventory (DESIGN section 13) in the store. Every read and change
+ * The spool inventory (docs/inventory.md) in the store. Every read and change
  * is scoped to the organization; another organization's spool, material or
  * printer is "not found". `remaining_g` changes only through the ledger
  * (src/inventory/spool-ledger.ts): an adjustment here, or a finished job's

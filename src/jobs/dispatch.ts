@@ -1,5 +1,5 @@
 /**
- * Dispatch, exactly once (DESIGN section 14): a queued job becomes one
+ * Dispatch, exactly once (docs/print-jobs.md): a queued job becomes one
  * printer task offered to the printer's host; the bridge polls, claims it
  * (fenced by host and assignment epoch), reads the file with the claim's
  * parameters and reports the start as a job:start naming the task
@@ -51,7 +51,7 @@ export type TaskListener = (organizationId: string, hostId: string, taskId: stri
 /** A claim as the claim route answers it (its schema is the one definition). */
 export type Claim = Static<typeof ClaimSchema>
 
-/** The four query parameters of SPEC group F's content routes. */
+/** The four query parameters of docs/files.md content routes. */
 export interface TaskReadParameters {
   print_job_id?: string | undefined
   printer_task_id?: string | undefined
@@ -82,7 +82,7 @@ export class Dispatcher {
 
   /**
    * Offers a queued job to a printer (the hand assignment; the queue uses the same path): the
-   * printer must be eligible (DESIGN 14: enabled, online, not in maintenance, ready, nothing
+   * printer must be eligible (docs/print-jobs.md: enabled, online, not in maintenance, ready, nothing
    * running or offered, a host assigned), else 409 printer_not_eligible with the reasons.
    */
   async assign(organizationId: string, jobId: number, printerId: string, now: Date): Promise<{ job: PrintJob; task: PrinterTask }> {

@@ -1,5 +1,5 @@
 /**
- * Print jobs in the store (SPEC group I; DESIGN section 14): create from a
+ * Print jobs in the store (docs/print-jobs.md): create from a
  * file (and a make), read, list with filters, status changes, delete. Every
  * status change locks the job's row and asks the lifecycle machine
  * (machines/print-job.ts) what the change does; the machine refusing it is a

@@ -1,5 +1,5 @@
 /**
- * The ready gate (PATCH /v1/printers/{id}/ready; DESIGN section 14): a
+ * The ready gate (PATCH /v1/printers/{id}/ready; docs/print-jobs.md): a
  * printer whose job ended holds what it printed until an operator has looked
  * at the plate. The answer is a verdict on the job (success, failed,
  * cancelled, skipped) and the printer's readiness: `ready: true` lets the

@@ -1,5 +1,5 @@
 /**
- * What a job needs loaded on the printer (DESIGN section 14, "Matching"):
+ * What a job needs loaded on the printer ("Matching"; docs/print-jobs.md):
  * per filament of the plate it prints, the type and colour (and grams): the
  * material the job's make chose for it, otherwise the slicer's own record of
  * the file. Pure.

@@ -1,5 +1,5 @@
 /**
- * A bridge's job:start linked to its printer task (DESIGN section 14): the
+ * A bridge's job:start linked to its printer task (docs/print-jobs.md): the
  * task → started and the job → printing in one transaction, once. The
  * printer actor calls it (through its persistence) before it stores the
  * event, so a task can never be started twice: the second start of a task

@@ -1,5 +1,5 @@
 /**
- * The `host:<hostId>` topic's events (DESIGN section 14): the printer tasks of
+ * The `host:<hostId>` topic's events (docs/print-jobs.md): the printer tasks of
  * a bridge's host as they change, the live side of
  * GET /v1/hosts/{hostId}/printer-tasks (whose answer is the topic's snapshot).
  *

@@ -1,8 +1,8 @@
 /**
- * The live feed's topics on this node (issue 5). Every organization topic has
+ * The live feed's topics on this node. Every organization topic has
  * its own sequence and a ring of its recent frames (for `since` resumes).
  * A frame is serialized once per encoding and handed to uWS topic publish,
- * never once per subscriber (DESIGN section 7), and only for an encoding
+ * never once per subscriber (docs/development.md), and only for an encoding
  * that has subscribers.
  *
  * Changes arrive from this node's printer actors after their commit and,

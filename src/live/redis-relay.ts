@@ -1,5 +1,5 @@
 /**
- * Live-feed changes across nodes (issue 5, DESIGN section 6): each node
+ * Live-feed changes across nodes (docs/operations.md): each node
  * publishes the changes of its own printer actors, and the live views of the
  * displays it owns, to one Redis pub/sub channel as MessagePack, and feeds
  * what other nodes publish into its hub, so a dashboard on node B sees the

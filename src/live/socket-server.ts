@@ -1,5 +1,5 @@
 /**
- * WebSocket `/v1/live` on the service's uWS app (issue 5): credentials on the
+ * WebSocket `/v1/live` on the service's uWS app: credentials on the
  * upgrade, subscriptions with snapshot-then-events, resumes, and the slow
  * consumer policy.
  *

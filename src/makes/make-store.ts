@@ -1,5 +1,5 @@
 /**
- * Makes in the store (DESIGN section 13): a model file with a material per
+ * Makes in the store (docs/inventory.md): a model file with a material per
  * project filament, saved only as a whole, in one transaction, guarded by its
  * revision. A save never reads or changes the inventory: a make says what to
  * load, the spools say what is loaded, and the queue compares the two.

@@ -1,5 +1,5 @@
 /**
- * SKUs, orders and batches (SPEC group K; DESIGN section 13). A SKU is a
+ * SKUs, orders and batches (docs/makes.md). A SKU is a
  * product code made of makes; ordering N units creates one batch in one
  * transaction: per make, N × its quantity in the SKU × its quantity_to_print
  * queued jobs, each with the make's required materials. All of them or none.

@@ -1,5 +1,5 @@
 /**
- * The materials catalogue (DESIGN section 13) in the store. Every read and
+ * The materials catalogue (docs/inventory.md) in the store. Every read and
  * change is scoped to the organization; another organization's material is
  * "not found". A material a make uses or a spool holds is not deleted (409
  * material_in_use).

@@ -1,7 +1,7 @@
 /**
  * The service's own MQTT client: to the external broker of MQTT_URL, or to
  * the embedded broker it starts. MQTT 3.1.1 in both cases, since aedes speaks
- * no other version (DESIGN section 3). After the first connect, MQTT.js
+ * no other version (docs/development.md). After the first connect, MQTT.js
  * reconnects on its own; readiness reports whether it is connected.
  */
 import { connectAsync, MqttClient } from 'mqtt'

@@ -1,12 +1,12 @@
 /**
- * The zero-configuration MQTT broker (DESIGN section 4): aedes on MQTT_PORT.
+ * The zero-configuration MQTT broker (docs/operations.md): aedes on MQTT_PORT.
  *
  * Closed by default. Two kinds of login are accepted:
  * - the service's own client, with a secret made fresh at every start and
  *   compared in constant time; it may publish and subscribe only under the
  *   display topic tree (svc/v1/{organizationId}/display/...);
  * - a display credential, checked against the store (`displays.verify`):
- *   current binding, not revoked. SPEC part 5: it subscribes only to topics
+ *   current binding, not revoked. docs/authentication.md: it subscribes only to topics
  *   under its own display's base topic of its binding, and publishes only to
  *   its own credential-bound topics (profile/status, capabilities, health,
  *   resync), never retained.

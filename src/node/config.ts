@@ -1,6 +1,6 @@
 /**
  * Configuration from the environment, validated once at start (STYLE practice
- * 12). The variable names are a public contract (issue 2): keep them. Every
+ * 12). The variable names are a public contract: keep them. Every
  * problem is reported at once, naming the variable and what it accepts, so a
  * bad deployment fails at boot rather than on the first request.
  */
@@ -83,7 +83,7 @@ export interface Config {
   uploadLimitBytes: number
   /** Days a soft-deleted file's bytes are kept before the sweep removes them. */
   fileDeleteGraceDays: number
-  /** An offered printer task nobody claimed goes back to the queue after this (DESIGN 14: 120 s). */
+  /** An offered printer task nobody claimed goes back to the queue after this (120 s; docs/print-jobs.md). */
   taskOfferTtlSeconds: number
   /** A claimed task whose start the bridge has not reported by then is `unconfirmed` (600 s). */
   taskStartDeadlineSeconds: number

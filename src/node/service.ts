@@ -257,7 +257,7 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   return { db, metrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, queue, hostBindings }
 }
 
-/** With Redis the nodes share the shards (DESIGN section 6); without it this node owns them all. */
+/** With Redis the nodes share the shards (docs/operations.md); without it this node owns them all. */
 async function startCluster(
   config: Config,
   logger: Logger,

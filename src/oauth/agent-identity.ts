@@ -1,5 +1,5 @@
 /**
- * Agent identity (SPEC part 4 group B): an AI agent asks for an identity,
+ * Agent identity (docs/oauth.md): an AI agent asks for an identity,
  * a person confirms it for one organization and a set of scopes, and the
  * agent collects tokens by polling the token endpoint with the claim grant.
  *

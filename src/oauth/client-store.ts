@@ -1,5 +1,5 @@
 /**
- * OAuth clients an organization manages (SPEC part 4 group D) in the store.
+ * OAuth clients an organization manages (docs/authentication.md) in the store.
  * A confidential client's secret (`pfcs_` + 256 random bits) is shown once
  * and kept as its SHA-256; checking one compares hashes in constant time.
  * Every change is written to the log (who, which client, what), as the

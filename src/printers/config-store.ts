@@ -1,5 +1,5 @@
 /**
- * Printer configuration in the store (SPEC part 4 group H; decisions in
+ * Printer configuration in the store (docs/printers-and-events.md; decisions in
  * protocol/schemas/printers.ts). Credentials go through the sealed box with
  * the printer's organization and id as context, so a sealed value copied to
  * another printer does not open.
@@ -185,7 +185,7 @@ export class PrinterConfigStore {
       const id = randomUUID()
       await tx`insert into printers (id, organization_id, name, ip_address) values (${id}, ${organizationId}, ${body.name}, ${body.ip_address})`
       await this.#write(tx, organizationId, id, body)
-      // issue 4: created with a host_id → assigned to that host at epoch 1.
+      // Created with a host_id → assigned to that host at epoch 1.
       if (hostId !== undefined) await tx`update printers set host_id = ${hostId}, assignment_epoch = 1 where id = ${id}`
       return { id, updated: false }
     }

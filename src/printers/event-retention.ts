@@ -1,5 +1,5 @@
 /**
- * Event-log retention (issue 4 decision): events are kept EVENT_RETENTION_DAYS
+ * Event-log retention: events are kept EVENT_RETENTION_DAYS
  * after receipt, then deleted by this sweep in chunks of `chunk` rows, so a
  * large backlog never holds a long lock or a long transaction. Deleting by
  * the received_at index is cheaper to run and to reason about than monthly

@@ -3,7 +3,7 @@
  * hydration, the group-commit writer of the hot path, job ids, host moves
  * and the silence sweep.
  *
- * Group commit (DESIGN section 5): the units of many concurrent actor
+ * Group commit (docs/printers-and-events.md): the units of many concurrent actor
  * messages are written by one flush statement. On a real PostgreSQL the
  * events are COPYed straight into the log (./event-copy.ts), the cheapest
  * form PostgreSQL reads and inserts, and the statement behind the COPY
@@ -44,7 +44,7 @@
  * load several run at once: one flush taking every waiting unit keeps a
  * single PostgreSQL backend busy while the others idle.
  *
- * Fencing (DESIGN section 6): each unit carries its shard's token. The
+ * Fencing (docs/operations.md): each unit carries its shard's token. The
  * statement takes a share lock on the shards' token rows and writes only the
  * units whose token is still the newest; the others are refused
  * (ShardUnavailable 'fenced') and nothing of theirs is stored (after a COPY,

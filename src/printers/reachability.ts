@@ -1,7 +1,7 @@
 /**
  * POST /v1/printer-config/{id}/test-connection: can this node open a TCP
  * connection to the printer's address and protocol port? A real, bounded
- * check (issue 4): never longer than the timeout, the socket always closed.
+ * check: never longer than the timeout, the socket always closed.
  *
  * Decision: the port is the printer's configured `port`, else the usual one
  * for its protocol/type (Bambu MQTT over TLS 8883, OctoPrint/Prusa HTTP 80 or

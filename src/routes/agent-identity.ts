@@ -1,5 +1,5 @@
 /**
- * Agent identity (SPEC part 4 group B): an AI agent starts a claim, a
+ * Agent identity (docs/oauth.md): an AI agent starts a claim, a
  * signed-in person confirms it on the claim page, and the agent polls the
  * token endpoint with the claim grant. The agent's routes are public and
  * limited per address; confirming needs a signed-in person.

@@ -1,5 +1,5 @@
 /**
- * API keys (SPEC part 4 group E). Members of the organization may list keys
+ * API keys (docs/authentication.md). Members of the organization may list keys
  * and read their usage; only admins create, change and delete them. API keys
  * cannot manage API keys: these routes are for signed-in people.
  */

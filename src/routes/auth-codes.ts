@@ -1,5 +1,5 @@
 /**
- * Bridge pairing (SPEC part 5): a bridge with no credential asks for a code,
+ * Bridge pairing (docs/authentication.md): a bridge with no credential asks for a code,
  * shows it on its console, a signed-in admin types it into the service, and
  * the bridge exchanges the verified code — once — for an API key.
  *

@@ -1,5 +1,5 @@
 /**
- * Signing in and out (DESIGN section 9): password login, refresh rotation,
+ * Signing in and out (docs/authentication.md): password login, refresh rotation,
  * logout, the caller's own account, and the public keys that verify tokens.
  */
 import { ServiceError } from '../../protocol/errors.js'

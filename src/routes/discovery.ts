@@ -1,5 +1,5 @@
 /**
- * Discovery documents (SPEC part 4 group A): RFC 8414 authorization server
+ * Discovery documents (docs/oauth.md): RFC 8414 authorization server
  * metadata, RFC 9728 protected resource metadata for the API and for the
  * MCP endpoint, the MCP server card, integrations.json (every way in, in
  * one document) and an app directory's domain challenge. All are built from

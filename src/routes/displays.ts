@@ -1,6 +1,5 @@
 /**
- * Status displays (DESIGN section 10) and their signal-profile targets (SPEC
- * part 4 group L). Members read; admins mutate (403 ORG_ADMIN_REQUIRED). API
+ * Status displays (docs/displays.md) and their signal-profile targets. Members read; admins mutate (403 ORG_ADMIN_REQUIRED). API
  * keys read with fleet:read and mutate with fleet:write.
  *
  * Routes that hand out a credential or publish to displays answer 503

@@ -1,5 +1,5 @@
 /**
- * The live farm page (issue 5): `GET /` and its script `GET /farm.js`, from
+ * The live farm page: `GET /` and its script `GET /farm.js`, from
  * `public/`. Read once at start (a page of a few kilobytes), served with a
  * content security policy that allows only this origin's script and the
  * live feed's WebSocket, so nothing injected could run or phone elsewhere.

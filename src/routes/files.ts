@@ -1,5 +1,5 @@
 /**
- * Files (SPEC part 4 group F; DESIGN section 12): a file's record, its bytes
+ * Files (docs/files.md): a file's record, its bytes
  * (with ranges), a signed download URL, soft delete and restore. Bearer or
  * x-api-key: reads need files:read (a paired bridge's key has it, to fetch
  * what it prints), changes files:write. A signed URL reads the content with
@@ -167,7 +167,7 @@ export const cleanupRoute = defineRoute({
   errors: ['model_not_found', 'organization_not_found'],
   handler: async (req, svc: Services) => {
     const organizationId = organizationOf(req.principal)
-    // The body may name the organization too (SPEC group F); it must be the one acting.
+    // The body may name the organization too (docs/files.md); it must be the one acting.
     if (req.body.organizationId !== undefined && req.body.organizationId.toLowerCase() !== organizationId) {
       throw new ServiceError('organization_not_found', 'organizationId names another organization than the one acting')
     }

@@ -1,5 +1,5 @@
 /**
- * SPEC part 4 group L, one policy for both route files: members read (API
+ * docs/displays.md, one policy for both route files: members read (API
  * keys with fleet:read), admins mutate (fleet:write), and every request fault
  * answers 400 MQTT_DISPLAY_REQUEST_INVALID.
  */

@@ -1,5 +1,5 @@
 /**
- * The spool inventory (DESIGN section 13): spools, where they are loaded,
+ * The spool inventory (docs/inventory.md): spools, where they are loaded,
  * their grams and the ledger of every change. Any member (or an API key with
  * inventory:read) reads it; changing it is an admin's (or inventory:write),
  * as with materials.

@@ -1,5 +1,5 @@
 /**
- * Makes (SPEC group G's make save; DESIGN section 13): a model file with the
+ * Makes ('s make save; docs/files.md): a model file with the
  * material chosen for each of its project filaments. Saved only as a whole,
  * through the file's full-workshop route, in one transaction guarded by the
  * make's revision; read and deleted under /v1/makes. Any member (or

@@ -1,5 +1,5 @@
 /**
- * Materials (DESIGN section 13): the catalogue jobs require and spools hold.
+ * Materials (docs/inventory.md): the catalogue jobs require and spools hold.
  * Any member (or an API key with inventory:read) reads it; changing it is an
  * admin's (or inventory:write), since job requirements and matching rest on it.
  */

@@ -1,5 +1,5 @@
 /**
- * The Model Context Protocol endpoint (SPEC part 4 group A): POST, GET and
+ * The Model Context Protocol endpoint (docs/oauth.md): POST, GET and
  * DELETE on /v1/mcp (and /v1/mcp/). In front of the SDK's handler, in this
  * order (MCP authorization):
  * 1. Origin: a browser page of another site may not drive the endpoint

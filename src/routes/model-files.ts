@@ -1,8 +1,8 @@
 /**
- * The model-files read model (SPEC part 4 group G; decisions in
+ * The model-files read model (docs/files.md; decisions in
  * protocol/schemas/model-files.ts). Bearer or x-api-key: reads need
  * files:read, label changes files:write. Reprocessing takes a signed-in
- * person (SPEC: bearer token only): it is an operator's decision, not a
+ * person (bearer token only): it is an operator's decision, not a
  * bridge's.
  */
 import {

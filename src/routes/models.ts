@@ -1,5 +1,5 @@
 /**
- * Models (SPEC part 4 group J; DESIGN section 12) and the upload of their
+ * Models (docs/files.md) and the upload of their
  * files. Any member may create, change, delete and restore models and upload
  * files (the daily work of a farm's operators); API keys need models:read /
  * models:write, and files:write or models:write to upload (a paired bridge's

@@ -1,6 +1,6 @@
 /**
  * The applications and agents acting in an organization (a decision of this
- * service; SPEC names no such routes): without them nobody could end an
+ * service; the contract names no such routes): without them nobody could end an
  * application's access short of removing the person, since self-registered
  * applications belong to no organization. For signed-in people only: each
  * sees and ends what acts for them; admins see and end everything in the

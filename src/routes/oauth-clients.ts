@@ -1,5 +1,5 @@
 /**
- * OAuth clients an organization manages (SPEC part 4 group D): for
+ * OAuth clients an organization manages (docs/authentication.md): for
  * signed-in people only (a bearer token; API keys cannot manage clients).
  * Members of the client's organization read it; its admins create, change and
  * delete clients. A client of an organization the caller is not in answers

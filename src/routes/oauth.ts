@@ -1,5 +1,5 @@
 /**
- * The OAuth 2.0 authorization server's endpoints (SPEC part 4 group C).
+ * The OAuth 2.0 authorization server's endpoints (docs/oauth.md).
  * Their errors are RFC 6749 / RFC 7591 bodies: `error` and
  * `error_description`, with our `message` and `requestId` beside them.
  * Failed requests are counted per address (OAUTH_FAILURES_PER_ADDRESS in

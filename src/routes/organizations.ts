@@ -1,5 +1,5 @@
 /**
- * Organizations and their members (DESIGN section 9). Any signed-in person may
+ * Organizations and their members (docs/authentication.md). Any signed-in person may
  * create an organization and becomes its admin; admins add, re-role and remove
  * members. Another organization's id answers 404, exactly like a missing one.
  */

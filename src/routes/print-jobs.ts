@@ -1,5 +1,5 @@
 /**
- * Print jobs (SPEC group I; DESIGN section 14): create, list (filters in the
+ * Print jobs (docs/print-jobs.md): create, list (filters in the
  * body), read one, status changes, delete, and the hand assignment to a
  * printer. Any member (or print-jobs:read) reads; changes are an admin's (or
  * print-jobs:write), like every change to the farm.

@@ -1,5 +1,5 @@
 /**
- * Printer configuration (SPEC part 4 group H) and host assignment (issue 4).
+ * Printer configuration (docs/printers-and-events.md) and host assignment.
  * Members and keys with printers:read read (credentials only with
  * printers:write or as admin); admins and keys with printers:write change;
  * giving a printer a host, moving it or enabling it takes an admin or a key
@@ -156,7 +156,7 @@ export const assignHostRoute = defineRoute({
   // Through the printer's actor: the move is serialized with the events it fences.
   handler: async (req, svc: Services) => {
     const moved = await svc.printers.assignHost(req.params.id, organizationOf(req.principal), req.body.hostId)
-    // The old assignment's printer tasks are fenced now rather than at the next sweep tick (DESIGN 14).
+    // The old assignment's printer tasks are fenced now rather than at the next sweep tick (docs/print-jobs.md).
     await svc.jobs.dispatcher.sweep(new Date(svc.clock.now())).catch((error: unknown) => svc.logger.warn('printer task sweep after a host move failed; the next tick retries', { error: String(error) }))
     return { body: moved }
   },

@@ -1,5 +1,5 @@
 /**
- * Printer events from bridges (SPEC part 4 group H, part 6; DESIGN section 5):
+ * Printer events from bridges (part 6; docs/printers-and-events.md):
  * validated, fenced and ordered by the printer's actor, stored by the group
  * commit, answered only after the commit. Error bodies carry `code`.
  *

@@ -1,5 +1,5 @@
 /**
- * The bridge's side of dispatch (DESIGN section 14): poll the host's printer
+ * The bridge's side of dispatch (docs/print-jobs.md): poll the host's printer
  * tasks, claim one; and the operator's side at the printer: the ready gate
  * and "it did start" (operator-device-start). Polling and claiming need
  * print:launch (paired bridge keys have it) or an admin; the ready gate and

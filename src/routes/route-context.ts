@@ -61,7 +61,7 @@ export interface Services {
   readonly shards: { readiness(): { ok: boolean; kind: 'local' | 'redis'; nodeId: string; owned: number } }
   /** The live feed of this node (WebSocket /v1/live). */
   readonly live: LiveFeed
-  /** Signal profiles and revisions (SPEC group L). */
+  /** Signal profiles and revisions (docs/displays.md). */
   readonly profiles: ProfileStore
   /** Status displays: store, actors, MQTT gateway, status feed. */
   readonly displays: DisplayNode

@@ -1,5 +1,5 @@
 /**
- * Signal profiles and their revisions (SPEC part 4 group L). Members read;
+ * Signal profiles and their revisions (docs/displays.md). Members read;
  * admins mutate (403 ORG_ADMIN_REQUIRED). API keys read with fleet:read and
  * mutate with fleet:write. Every request fault is 400
  * MQTT_DISPLAY_REQUEST_INVALID naming the field.

@@ -1,5 +1,5 @@
 /**
- * SKUs and batches (SPEC group K; DESIGN section 13): a product code made of
+ * SKUs and batches (docs/makes.md): a product code made of
  * makes, ordered by the unit. An order creates one batch of queued jobs in one
  * transaction; the batch's progress is read back under /v1/batches. Any member
  * (or makes:read) reads SKUs; changing them is an admin's (or makes:write).

@@ -91,7 +91,7 @@ export function connectSupervised(url: string, options: IClientOptions, policy: 
     ...options,
     reconnectPeriod: policy?.initialDelayMs ?? 0,
     reconnectOnConnackError: policy !== undefined,
-    // The device subscribes itself on every connection, after its capabilities report (SPEC part 6 order).
+    // The device subscribes itself on every connection, after its capabilities report (order).
     resubscribe: false,
   })
   const onEvent = (event: ConnectionEvent) => hooks.onEvent(event)

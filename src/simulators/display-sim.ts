@@ -1,5 +1,5 @@
 /**
- * A status display that follows every device rule of SPEC part 6, for
+ * A status display that follows every device rule of the contract, for
  * tests, benchmarks and firmware authors (`printfarm display-sim`).
  *
  * On connect it starts a new session (session_generation one above the
@@ -211,7 +211,7 @@ export class DisplaySimulator {
   /**
    * A session: its generation stored first (it must rise across restarts even
    * if nothing else is ever written), then capabilities, subscriptions and
-   * the announcement of what is active, in the order SPEC part 6 gives.
+   * the announcement of what is active, in the order the contract gives.
    */
   async #startSession(): Promise<void> {
     if (this.fenceTrusted) this.#store.write({ fence: this.fence, sessionGeneration: this.sessionGeneration })

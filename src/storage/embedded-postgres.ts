@@ -2,7 +2,7 @@
  * The zero-configuration store: PGlite (PostgreSQL compiled to WASM) with its
  * data in DATA_DIR, served over PGlite's socket server on a private ephemeral
  * loopback port so that the product reaches it through the same postgres.js
- * code as a real PostgreSQL (DESIGN section 4). Never 5432.
+ * code as a real PostgreSQL (docs/operations.md). Never 5432.
  *
  * PGlite is single-process: two services on one data directory would corrupt
  * it, so the directory is locked by a pid file taken with O_EXCL.

@@ -1,5 +1,5 @@
 /**
- * The fencing check of DESIGN section 6 inside a transaction: the shard's
+ * The fencing check of docs/operations.md inside a transaction: the shard's
  * token row is share-locked, so a new owner's raise waits for this
  * transaction (and hydrates after it) or this transaction sees the raised
  * token and stores nothing. Token 0 is the local directory: not checked.

@@ -1,5 +1,5 @@
 /**
- * The delivery worker on a simulated clock (SPEC part 6, "Delivery
+ * The delivery worker on a simulated clock (docs/displays.md, "Delivery
  * behavior"): what is published when, with a transport and a store that
  * record every call. The same runtime runs over PostgreSQL and the broker in
  * test/src/displays.

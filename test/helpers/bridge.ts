@@ -1,7 +1,7 @@
 /**
  * A simulated bridge for tests: an organization admin, an API key with the
  * bridge's scopes, printers assigned to a host, and event/batch builders
- * that follow SPEC part 6.
+ * that follow docs/printers-and-events.md.
  */
 import { randomUUID } from 'node:crypto'
 import { request, signIn, type HttpResult } from './http.js'

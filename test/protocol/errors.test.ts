@@ -7,7 +7,7 @@ t.test('errors - the registry is not empty', async (t) => {
   t.ok(codes.length > 0)
 })
 
-t.test('errors - every code is snake_case: lower for ours, upper only where SPEC part 7 spells it so', async (t) => {
+t.test('errors - every code is snake_case: lower for ours, upper only where the documented contract spells it so', async (t) => {
   const specUpperCase = new Set(['ORG_ADMIN_REQUIRED', 'MQTT_DISPLAY_REQUEST_INVALID', 'MQTT_DISPLAY_NOT_CONFIGURED'])
   for (const code of codes) {
     if (specUpperCase.has(code)) t.match(code, /^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$/, code)

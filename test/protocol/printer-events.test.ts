@@ -13,7 +13,7 @@ import {
 } from '../../protocol/printer-events.js'
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
 
-// SPEC part 6 / part 8 rules for printer events, one test per rule and per
+// The rules and limits for printer events (docs/printers-and-events.md), one test per rule and per
 // place the rule applies to: the single-event body, the batch body, and a batch
 // item. Every case starts from a fresh valid body and changes one thing.
 
@@ -28,7 +28,7 @@ const HOST = 'host-a'
 const EPOCH = 3
 const T0 = 1_700_000_000_000
 
-/** The 26 event types, copied from SPEC part 6. */
+/** The 26 event types, copied from docs/printers-and-events.md. */
 const specEventTypes = [
   'status',
   'message',
@@ -177,7 +177,7 @@ t.test('printer events - the valid fixtures are accepted', async (t) => {
 
 // ---------------------------------------------------------------- event types
 
-t.test('event types - the list is exactly the 26 types of SPEC part 6', async (t) => {
+t.test('event types - the list is exactly the 26 documented types', async (t) => {
   t.strictSame([...printerEventTypes], specEventTypes)
   t.equal(new Set(printerEventTypes).size, 26)
 })

@@ -83,7 +83,7 @@ t.test('compiler - sizes at both limits: the largest profile is 750 bytes and 1,
   v.setUint16(18, 29, true)
   t.match(decodeProfile(single), { ok: false, reason: /stale pattern is the program of FILAMENT_RUNOUT/ }, 'so the smallest valid profile has two patterns')
   // Nine bindings and the stale pattern: at most ten programs can ever be referenced, so
-  // the spec's ten-pattern bound holds by construction (the compiler still checks it).
+  // the documented ten-pattern bound holds by construction (the compiler still checks it).
   const extra = largest()
   extra.patterns.push({ id: 'extra', name: 'x', program: { initial: rgb(1, 2, 3), phases: [], traversals: 0 } })
   t.equal(decodeProfile(compileDraft(extra).bytes).ok && compileDraft(extra).bytes[4], 10, 'an eleventh library pattern that nothing references is not compiled')

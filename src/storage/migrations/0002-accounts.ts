@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Accounts (DESIGN section 9): organizations, users, their memberships with a
+ * Accounts (docs/authentication.md): organizations, users, their memberships with a
  * role, the ES256 keys that sign access tokens, and refresh tokens — stored as
  * SHA-256 hashes, chained in families so that reuse of a rotated token can
  * revoke every token descended from the same login.

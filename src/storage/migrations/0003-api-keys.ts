@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * API keys (SPEC part 4 group E), their usage log, and the auth codes that
+ * API keys (docs/authentication.md), their usage log, and the auth codes that
  * pair a bridge. Keys are stored as SHA-256 hashes with a short public prefix
  * that makes the lookup an index probe; codes likewise as hashes.
  */

@@ -1,8 +1,8 @@
 import type { Migration } from './index.js'
 
 /**
- * Printers: their connection configuration (SPEC part 2) and their host
- * assignment (issue 4). Credentials are stored sealed (src/secrets); a
+ * Printers: their connection configuration and their host
+ * assignment. Credentials are stored sealed (src/secrets); a
  * serial number is unique within an organization (it is the upsert key).
  */
 export const printers: Migration = {

@@ -2,7 +2,7 @@ import type { Migration } from './index.js'
 
 /**
  * The printer event log, each printer's durable state and job records
- * (issue 4; DESIGN section 5).
+ * (docs/printers-and-events.md).
  *
  * - printer_events: one row per stored bridge event. seqn is unique per
  *   (printer, assignment epoch): a new epoch is a new host whose bridge
@@ -15,7 +15,7 @@ import type { Migration } from './index.js'
  * - printer_state: what the printer actor knows, rewritten with the events
  *   in the same statement, so state and log never disagree after a crash.
  *   high_water_seqn belongs to seqn_epoch; another epoch starts at -1.
- * - print_jobs: numeric job ids (SPEC part 6: job:start creates a job) from
+ * - print_jobs: numeric job ids (job:start creates a job) from
  *   the table's own identity sequence, shared with the print-jobs work.
  */
 export const printerEvents: Migration = {

@@ -2,11 +2,10 @@ import type { Migration } from './index.js'
 
 /**
  * Signal profiles, their immutable revisions, status displays, their MQTT
- * credentials and each display's desired activation (issue 6; SPEC parts
- * 2, 3 and 6; DESIGN section 10).
+ * credentials and each display's desired activation (docs/displays.md).
  *
  * - signal_profiles: the editable draft; draft_revision rises on every
- *   change (optimistic concurrency, SPEC group L rule 1).
+ *   change (optimistic concurrency; docs/displays.md).
  * - signal_profile_revisions: published, never updated. draft_revision
  *   records which draft was compiled, so publishing the same draft twice
  *   returns the first revision instead of a duplicate.

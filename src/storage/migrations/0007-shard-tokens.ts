@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Shard fencing tokens (issue 7; DESIGN section 6). PostgreSQL is the
+ * Shard fencing tokens (docs/operations.md). PostgreSQL is the
  * fencing authority: a node that takes a shard's lease in Redis raises the
  * shard's token here and carries it with every durable write of the
  * shard's actors, so a node that lost its lease (GC pause, SIGSTOP,

@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Models and their files (DESIGN section 12).
+ * Models and their files (docs/files.md).
  *
  * - files.file_path is the storage key `{orgId}/{modelId}/{name}/{name}`;
  *   unique, so two rows can never claim one object.
@@ -14,7 +14,7 @@ import type { Migration } from './index.js'
  * - file_commands are the durable receipts of reprocess requests: at most one
  *   queued or running per file and kind (a partial unique index), so a second
  *   request returns the same command and a restart finds what was pending.
- * - makes (DESIGN section 13) and print_jobs.model_file_id exist now so the
+ * - makes (docs/inventory.md) and print_jobs.model_file_id exist now so the
  *   model-files filters `has_makes`, `printing` and `queued` read real tables;
  *   the routes that write them come with makes and print jobs.
  */

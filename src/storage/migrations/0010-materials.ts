@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Materials (DESIGN section 13): the organization's catalogue of filaments
+ * Materials (docs/inventory.md): the organization's catalogue of filaments
  * that jobs require and spools hold. A material a make uses cannot be deleted
  * (checked by the store against makes.materials); spools will reference it
  * with a foreign key when inventory comes.

@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Print jobs, printer tasks and the ready gate (DESIGN section 14).
+ * Print jobs, printer tasks and the ready gate (docs/print-jobs.md).
  *
  * - print_jobs gains the lifecycle `status` (machines/print-job.ts) beside the
  *   printer's own view of the job (`state`, written by the bridge's events):

@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * The spool inventory and its ledger (DESIGN section 13), and the marker that
+ * The spool inventory and its ledger (docs/inventory.md), and the marker that
  * makes a finished job's deduction happen once.
  *
  * - spools.material_id has no cascade: deleting a material a spool holds is

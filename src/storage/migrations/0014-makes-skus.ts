@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * Makes, SKUs and batches (DESIGN section 13).
+ * Makes, SKUs and batches (docs/inventory.md).
  *
  * - makes (created with the model files) gain one default per file as a
  *   partial unique index (a concurrent second default cannot slip in) and a

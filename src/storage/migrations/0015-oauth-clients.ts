@@ -1,7 +1,7 @@
 import type { Migration } from './index.js'
 
 /**
- * OAuth clients: those an organization manages (SPEC part 4 group D) and
+ * OAuth clients: those an organization manages (docs/authentication.md) and
  * those that registered themselves (RFC 7591, `source = 'registration'`, no
  * organization: the person signing in chooses it). The secret of a
  * confidential client is kept only as a SHA-256 hash (it is 256 random bits:

@@ -1,6 +1,6 @@
 /**
- * A paired bridge's key speaks for the first host it names (DESIGN section
- * 14): events, the task poll and claims for another host are refused with
+ * A paired bridge's key speaks for the first host it names (docs/authentication.md,
+ * pairing): events, the task poll and claims for another host are refused with
  * 403 api_key_host_mismatch; a key an admin created is not bound. And it
  * acts only on its own host's printers: their credentials, their writes and
  * their jobs; the ready gate's verdict and an operator's start are never a

@@ -1,5 +1,5 @@
 /**
- * Fencing in the store (DESIGN section 6) on the real PostgreSQL: a write
+ * Fencing in the store (docs/operations.md) on the real PostgreSQL: a write
  * carrying a shard token older than the newest one stored is refused in the
  * same statement and stores nothing; other units of the same group-commit
  * flush go through; token 0 (the local directory) is not checked. And in a

@@ -1,8 +1,8 @@
 /**
- * Several nodes for real (issue 7): three `printfarm serve` processes on one
+ * Several nodes for real: three `printfarm serve` processes on one
  * PostgreSQL schema and one Redis, with short leases. Bridges post to any
  * node and retry a batch (deliveryAttempt + 1, on the next node) until it
- * gets a 200, as SPEC part 6 asks of them; the store is then read directly:
+ * gets a 200, as docs/printers-and-events.md asks of them; the store is then read directly:
  * every event a bridge was answered 200 for is stored, exactly once, and
  * each printer's state is at its last event.
  */

@@ -1,5 +1,5 @@
 /**
- * SPEC part 5, MQTT access, on the embedded broker: a display credential
+ * MQTT access (docs/displays.md), on the embedded broker: a display credential
  * reaches only its own display's topics, and a rebind cuts the old
  * credential off at once.
  */

@@ -118,7 +118,7 @@ t.test('on Mosquitto a registered display logs in with its credential, advertise
   t.match(await login(t, farm.mosquitto.url(display.credential.username, 'wrong-password')), /Not authorized/, 'a wrong password is refused')
 })
 
-t.test('Mosquitto enforces SPEC part 5 for a display: subscriptions only inside its own base, publications only to its own credential topics', async (t) => {
+t.test('Mosquitto enforces the MQTT access of a display: subscriptions only inside its own base, publications only to its own credential topics', async (t) => {
   const farm = await openMosquittoFarm(t)
   const a = await registerDisplay(farm)
   const b = await registerDisplay(farm)

@@ -230,7 +230,7 @@ t.test('isolation - another organization gets 404 on every model-files route', a
   t.equal((await fetch(`${url}/v1/files/${file.id}`, { headers: admin })).status, 200)
 })
 
-t.test('limits - every SPEC bound of groups F, G and J holds at its edge: the bound passes, one past it is 400', async (t) => {
+t.test('limits - every documented bound of the file, model-file and model routes holds at its edge: the bound passes, one past it is 400', async (t) => {
   const modelId = await createModel(url, admin)
   const file = (await upload(url, admin, modelId, { name: 'a.3mf', bytes: bambuThreeMf() })).json
   const list = (query: string) => request(url, `/v1/model-files?modelId=${modelId}&view=active&${query}`, { headers: admin })
@@ -266,7 +266,7 @@ t.test('limits - every SPEC bound of groups F, G and J holds at its edge: the bo
   t.match(await request(url, `/v1/models/${modelId}/files/cleanup`, { method: 'DELETE', headers: admin, body: {} }), { status: 400, json: { message: /orphaned_file_paths/ } })
 })
 
-t.test('api keys - accepted on every group F and G route with the scope the route names; reprocess refuses them', async (t) => {
+t.test('api keys - accepted on every file and model-file route with the scope the route names; reprocess refuses them', async (t) => {
   const modelId = await createModel(url, admin)
   const file = (await upload(url, admin, modelId, { name: 'a.3mf', bytes: bambuThreeMf() })).json
   const command = (await request(url, `/v1/model-files/${file.id}/reprocess`, { method: 'POST', headers: admin })).json.command_id

@@ -15,7 +15,7 @@ t.test('openapi - the served document is valid OpenAPI 3.1 with version 1.0.0', 
   t.equal(served.status, 200)
   t.match(served.headers['content-type'], /^application\/json/)
   t.equal(doc.openapi, '3.1.0')
-  t.equal(doc.info.version, '1.0.0', 'SPEC part 9')
+  t.equal(doc.info.version, '1.0.0', 'the API version')
   const result = await new Validator().validate(doc)
   t.equal(result.valid, true, JSON.stringify(result.errors ?? []).slice(0, 2000))
   // The validator is a real check: a response without its required description is refused.

@@ -1,6 +1,6 @@
 /**
  * A finished job's grams leave the spools loaded in its mapped slots, once
- * (DESIGN sections 13 and 14), driven end to end: a plate of two filaments,
+ * (sections 13 and 14), driven end to end: a plate of two filaments,
  * a printer reporting which slot holds which, spools loaded in those slots,
  * a job dispatched, claimed, started and finished by a reference bridge.
  * The service deducts after the commit that ended the job; the tests wait for

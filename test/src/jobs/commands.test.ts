@@ -1,5 +1,5 @@
 /**
- * Commands on a running printer task over real HTTP (DESIGN section 14, docs/print-jobs.md "Commands"):
+ * Commands on a running printer task over real HTTP (docs/print-jobs.md "Commands"; docs/print-jobs.md):
  * pause, resume and cancel ride on the task as `commands: [{id, kind, issued_at}]`, the host's poll lists
  * a started task while it carries one, a repeated command keeps its id, pause and resume replace each
  * other, cancel replaces both, and the bridge's matching event (job:pause, job:unpause, job:finish with

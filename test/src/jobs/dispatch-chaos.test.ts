@@ -1,5 +1,5 @@
 /**
- * The chaos test of dispatch (DESIGN section 14): 200 jobs through 50
+ * The chaos test of dispatch (docs/print-jobs.md): 200 jobs through 50
  * printers on 5 hosts, each host run by the reference bridge
  * (src/simulators/bridge-sim.ts), while the server is SIGKILLed and restarted
  * three times and frozen (SIGSTOP, then SIGCONT a few seconds later) twice,

@@ -1,5 +1,5 @@
 /**
- * Print jobs and exactly-once dispatch over real HTTP (DESIGN section 14):
+ * Print jobs and exactly-once dispatch over real HTTP (docs/print-jobs.md):
  * create, assign, poll, claim (concurrent, retried, fenced), task-bound file
  * reads, the job:start link (once), the ready gate, cancel/requeue and the
  * fence of a host move.

@@ -1,5 +1,5 @@
 /**
- * The edges of the print-job and printer-task routes over real HTTP (DESIGN section 14; the bounds are
+ * The edges of the print-job and printer-task routes over real HTTP (docs/print-jobs.md; the bounds are
  * protocol/schemas/print-jobs.ts'): every out-of-range, mistyped or unknown input is a 4xx whose body names
  * a code (`{error, message, requestId}`), never a 5xx; the values at each bound are accepted; scopes and
  * the admin role guard every change; another organization's jobs and tasks do not exist for it.

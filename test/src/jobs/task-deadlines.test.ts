@@ -1,5 +1,5 @@
 /**
- * The two deadlines of a printer task (DESIGN section 14), each on its own service started with a short
+ * The two deadlines of a printer task (docs/print-jobs.md), each on its own service started with a short
  * setting (the minimum, 5 s): an offer nobody claimed within TASK_OFFER_TTL_S expires and its job is queued
  * again; a claim not reported started within TASK_START_DEADLINE_S becomes `unconfirmed` and is never
  * re-offered by itself — the job waits, still dispatching, for an operator to confirm the start or requeue it.

@@ -27,7 +27,7 @@ t.test('live feed across nodes - a dashboard on node B sees the printers node A 
   t.ok(snapshot.data.printers.some((p: { id: string }) => p.id === printer), "node B's snapshot comes from the shared store")
 
   // Right after start-up shards are still moving to node B, and a printer's may have no owner for a
-  // moment: a bridge retries the 503 (SPEC part 6), as this one does.
+  // moment: a bridge retries the 503, as this one does.
   const body = batch(printer, [item(0, { type: 'job:start', data: { name: 'relay' } })])
   let res = await postBatch(farmA, body)
   for (let tries = 0; res.status === 503 && tries < 100; tries++) {

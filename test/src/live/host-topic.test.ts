@@ -1,5 +1,5 @@
 /**
- * The live topic `host:<hostId>` over a real service (DESIGN section 14): a
+ * The live topic `host:<hostId>` over a real service (docs/print-jobs.md): a
  * bridge follows its host's printer tasks on the feed as it would poll them.
  * The snapshot is the poll's answer; every committed change of a task of the
  * host (assignment, claim, command) is a frame with the whole task; scopes and

@@ -56,7 +56,7 @@ async function shardStates(nodes: readonly ChildService[]): Promise<({ ok: boole
 }
 const settledStates = (states: Awaited<ReturnType<typeof shardStates>>) => states.every((s) => s !== undefined && s.ok && s.owned === expectedShards(s.nodeId))
 
-/** Right after start-up a shard may have no owner for a moment: a caller retries the 503 (SPEC part 6), as a bridge does. */
+/** Right after start-up a shard may have no owner for a moment: a caller retries the 503, as a bridge does. */
 async function retry503(attempt: () => Promise<HttpResult>): Promise<HttpResult> {
   let res = await attempt()
   for (let tries = 0; res.status === 503 && tries < 100; tries++) {

@@ -40,7 +40,7 @@ t.test('embedded broker - messages the service publishes under the display tree 
   const broker = svc.services.mqtt.broker!
   const listener = await connectAsync(`mqtt://127.0.0.1:${broker.port}`, { ...broker.serviceCredentials, protocolVersion: 4, clientId: 'listener' }, false)
   t.teardown(() => listener.endAsync())
-  // The service's own login may publish only under svc/v1/{organizationId}/display/ (SPEC part 5).
+  // The service's own login may publish only under svc/v1/{organizationId}/display/ (docs/authentication.md).
   const topic = 'svc/v1/00000000-0000-4000-8000-000000000000/display/probe'
   await listener.subscribeAsync(topic, { qos: 1 })
   const received = new Promise<string>((resolve) => listener.once('message', (_topic, payload) => resolve(payload.toString())))

@@ -671,7 +671,7 @@ t.test("revocation - a confidential client's wrong secret is invalid_client; ano
   refused(t, await revoke({ token: tokensA.access_token, client_id: a.client_id, client_secret: 'x' }), 400, 'invalid_client', 'a public client sending a secret')
 })
 
-t.test('discovery - the metadata documents have every field SPEC requires; the app directory challenge only when configured', async (t) => {
+t.test('discovery - the metadata documents have every documented field; the app directory challenge only when configured', async (t) => {
   const server = await request(url, '/.well-known/oauth-authorization-server')
   t.equal(server.status, 200)
   t.match(server.headers['content-type'], /^application\/json/)

@@ -1,5 +1,5 @@
 /**
- * Issue 4's crash test: the server is killed with SIGKILL while bridges are
+ * The ingestion crash test: the server is killed with SIGKILL while bridges are
  * posting, restarted, and every event that got a 200 is in the store exactly
  * once; the batches that got no answer (committed or not before the kill)
  * are retried and stored exactly once too.

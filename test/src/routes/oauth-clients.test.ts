@@ -3,7 +3,7 @@
  * registers one; a confidential client's secret is answered once and stored only as a hash (and
  * checks in constant time against the hash); lists and reads never show a secret; members read,
  * only admins change; another organization's clients do not exist for you; API keys cannot manage
- * clients; every SPEC limit (name 1-255, description 1000, at least one redirect URI and scope,
+ * clients; every documented limit (name 1-255, description 1000, at least one redirect URI and scope,
  * the 17 client scopes) holds at its boundary, and redirect URIs are https, loopback http or a
  * private-use scheme.
  */

@@ -2,7 +2,7 @@
  * Dynamic client registration (POST /v1/oauth/register, RFC 7591) driven by a real client library
  * (oauth4webapi): a public client gets a client_id and no secret; a client_secret_post client gets a
  * secret (once, stored hashed, never expiring); RFC 7591 metadata and application_type are accepted
- * and echoed, anything else is refused; every SPEC limit holds at its boundary with the RFC 7591
+ * and echoed, anything else is refused; every documented limit holds at its boundary with the RFC 7591
  * error (invalid_redirect_uri, invalid_client_metadata) and error_description; registrations are
  * limited per address (429 with Retry-After); a registered client is nobody's organization client.
  */
@@ -77,7 +77,7 @@ t.test('register - RFC 7591 metadata and application_type are accepted and echoe
   t.match(client, { ...metadata, redirect_uris: metadata.redirect_uris, contacts: metadata.contacts, grant_types: metadata.grant_types, response_types: metadata.response_types })
 })
 
-t.test('limits - every SPEC bound at its edge, with the RFC 7591 error', async (t) => {
+t.test('limits - every documented bound at its edge, with the RFC 7591 error', async (t) => {
   const base = { redirect_uris: ['https://app.example.com/cb'] }
   const ten = Array.from({ length: 10 }, (_, i) => `https://app.example.com/${i}`)
   for (const [what, change] of [

@@ -12,7 +12,7 @@ const upsert = (body: Record<string, unknown>, headers: Record<string, string> =
 const list = (query = '', headers: Record<string, string> = auth) => request(url, `/v1/printer-config${query}`, { headers })
 const getOne = async (id: string) => (await request(url, `/v1/printer-config/${id}`, { headers: auth })).json.printer
 
-t.test('printer config - create applies the spec defaults and answers updated: false', async (t) => {
+t.test('printer config - create applies the documented defaults and answers updated: false', async (t) => {
   const res = await upsert({ name: 'X1C-01', ip_address: '192.168.1.21' })
   t.equal(res.status, 200)
   t.match(res.json, { success: true, updated: false })
@@ -90,7 +90,7 @@ t.test('host assignment - created with a host: epoch 1; each move +1; upsert nev
   const again = await request(url, `/v1/printers/${res.json.id}/host-assignment`, { method: 'PUT', headers: auth, body: { hostId: 'host-b' } })
   t.equal(again.json.assignmentEpoch, 3, 'the same host again still raises the epoch')
   const sneaky = await upsert({ name: 'assigned', ip_address: 'h', serial_number: 'SN-HA', host_id: 'host-c' })
-  t.equal(sneaky.status, 400, 'SPEC part 7: printer-config routes answer 400, 404 or 500')
+  t.equal(sneaky.status, 400, 'printer-config routes answer 400, 404 or 500')
   t.equal(sneaky.json.error, 'printer_assigned_elsewhere')
   t.match(await getOne(res.json.id), { host_id: 'host-b', assignment_epoch: 3 }, 'nothing changed, not even the other fields')
   const same = await upsert({ name: 'assigned', ip_address: 'h2', serial_number: 'SN-HA', host_id: 'host-b' })

@@ -1,5 +1,5 @@
 /**
- * SPEC part 6, rule by rule, over real HTTP: each field rule of the single
+ * The printer-event rules (docs/printers-and-events.md), rule by rule, over real HTTP: each field rule of the single
  * event (POST /v1/printer-events) and of the batch (POST
  * /v1/printer-events/batch, at item level and at the top level) is refused
  * just outside its bounds and accepted just inside them, and a refused
@@ -305,7 +305,7 @@ t.test('printer event limits - persistedId is an optional string on batch items'
   t.same(await storedIds(printer), ['b-1', 'b-2'])
 })
 
-t.test('printer event limits - a batch refuses fields the spec does not list, at the top and item level, naming the field', async (t) => {
+t.test('printer event limits - a batch refuses fields the contract does not list, at the top and item level, naming the field', async (t) => {
   const printer = await addPrinter(farm)
   refused(t, await postBatch(farm, batchWith(printer, 0, {}, { priority: 'high' })), /^body has an unknown field 'priority'/, 'extra top-level field')
   refused(t, await postBatch(farm, batchWith(printer, 0, { printerId: printer })), /^body\.events\[0\] has an unknown field 'printerId'/, 'extra item field')

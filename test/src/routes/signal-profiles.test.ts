@@ -1,7 +1,7 @@
 /**
- * SPEC part 4 group L (signal profiles and status displays), part 5 (who may
- * call them) and part 7 (their errors), with DESIGN section 10 (display
- * registration), over real HTTP against one service on the embedded broker.
+ * Signal profiles and status displays (docs/displays.md): the routes, who may
+ * call them and their errors, with display
+ * registration, over real HTTP against one service on the embedded broker.
  *
  * Actors: the farm's admin (organization A); a member of A who is not an
  * admin; an API key of A with fleet:read only; and organization B, reached
