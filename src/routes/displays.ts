@@ -22,7 +22,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
-import { invalidRequestCode, mutate, read } from './group-l-access.js'
+import { invalidRequestCode, mutate, read } from './display-access.js'
 import { activationView } from '../displays/display-store.js'
 
 const tags = ['status displays']

@@ -22,7 +22,7 @@ import { Type } from '@sinclair/typebox'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
-import { invalidRequestCode, mutate, read } from './group-l-access.js'
+import { invalidRequestCode, mutate, read } from './display-access.js'
 
 const tags = ['signal profiles']
 

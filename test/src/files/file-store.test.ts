@@ -20,11 +20,6 @@ import { FileStoreError, type FileStore } from '../../../src/files/file-store.js
 import { FsFileStore } from '../../../src/files/fs-file-store.js'
 import { S3FileStore } from '../../../src/files/s3-file-store.js'
 
-// No database here: the suite is the same in both CI runs, so it runs once, in the real-services run
-// (the embedded run covers every route group over HTTP, files on disk and on S3 included).
-// PRINTFARM_TEST_ALL=1 runs it without DATABASE_URL too.
-const skip = !process.env['DATABASE_URL'] && !process.env['PRINTFARM_TEST_ALL'] ? 'runs in the real-services run (no database involved)' : false
-
 const MiB = 1024 * 1024
 const chunkBytes = 65_536
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex')
@@ -106,10 +101,10 @@ const root = mkdtempSync(join(tmpdir(), 'printfarm-store-'))
 t.teardown(() => rmSync(root, { recursive: true, force: true }))
 const s3dir = mkdtempSync(join(tmpdir(), 'printfarm-s3rver-'))
 t.teardown(() => rmSync(s3dir, { recursive: true, force: true }))
-const s3rver = skip ? undefined : new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: s3dir, configureBuckets: [{ name: 'printfarm' }] })
+const s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: s3dir, configureBuckets: [{ name: 'printfarm' }] })
 const s3port = s3rver === undefined ? 0 : (await s3rver.run()).port
 if (s3rver !== undefined) t.teardown(() => s3rver.close())
-const proxy = skip ? undefined : await recordingProxy(s3port)
+const proxy = await recordingProxy(s3port)
 if (proxy !== undefined) {
   t.teardown(() => {
     proxy.server.closeAllConnections()
@@ -150,7 +145,7 @@ for (const [kind, store] of stores) {
     if (kind === 'fs') t.same(readdirSync(join(filesRoot, '.tmp')), [], 'no temporary left')
   }
 
-  t.test(`${area} - a put returns size and SHA-256 and the bytes read back whole and by range`, { skip }, async (t) => {
+  t.test(`${area} - a put returns size and SHA-256 and the bytes read back whole and by range`, async (t) => {
     const bytes = Buffer.from("G28 ; home\nG1 X10 Y10 E1\n; ünïcode name ok (and S3's odd ones: !'()*+&=)\n")
     const key = "org/model/part v1.0 ü (copy)+'x'*!&=.gcode/part v1.0 ü (copy)+'x'*!&=.gcode"
     t.same(await store.put(key, source(bytes.toString()), { contentType: 'text/x.gcode' }), { size: bytes.length, sha256: sha256(bytes) })
@@ -163,7 +158,7 @@ for (const [kind, store] of stores) {
     t.same((await store.list('org/model/')).map((o) => o.key), [key])
   })
 
-  t.test(`${area} - list returns the objects under a prefix, sorted, nested ones included, nothing else`, { skip }, async (t) => {
+  t.test(`${area} - list returns the objects under a prefix, sorted, nested ones included, nothing else`, async (t) => {
     const keys = ['o1/m1/b/b', 'o1/m1/a/a', 'o1/m1/a/deeper/z', 'o1/m10/x/x', 'o1/m2/c/c', 'o2/m1/a/a']
     for (const key of keys) await store.put(key, source(key))
     const listed = await store.list('o1/m1/')
@@ -175,7 +170,7 @@ for (const [kind, store] of stores) {
     t.same(await store.list('o1/m1/a/a/'), [], 'an object is not a folder')
   })
 
-  t.test(`${area} - a key that only holds other objects is not an object`, { skip }, async (t) => {
+  t.test(`${area} - a key that only holds other objects is not an object`, async (t) => {
     await store.put('f/m/n/n', source('x'))
     t.equal(await store.stat('f/m'), undefined)
     await t.rejects(store.get('f/m'), { name: 'FileStoreError', reason: 'not_found' })
@@ -185,7 +180,7 @@ for (const [kind, store] of stores) {
     t.equal((await bytesOf(await store.get('f/m/n/n'))).toString(), 'x', 'untouched')
   })
 
-  t.test(`${area} - delete removes an object and says whether it existed`, { skip }, async (t) => {
+  t.test(`${area} - delete removes an object and says whether it existed`, async (t) => {
     await store.put('d/m/f/f', source('x'))
     await store.put('d/m/g/g', source('y'))
     t.equal(await store.delete('d/m/f/f'), true)
@@ -204,7 +199,7 @@ for (const [kind, store] of stores) {
     }
   })
 
-  t.test(`${area} - putting an existing key fails with key_taken and the old bytes stay`, { skip }, async (t) => {
+  t.test(`${area} - putting an existing key fails with key_taken and the old bytes stay`, async (t) => {
     await store.put('k/m/f/f', source('first'))
     const second = source('second')
     await t.rejects(store.put('k/m/f/f', second), { name: 'FileStoreError', reason: 'key_taken' })
@@ -214,7 +209,7 @@ for (const [kind, store] of stores) {
     if (kind === 'fs') t.same(readdirSync(join(filesRoot, '.tmp')), [], 'no temporary left')
   })
 
-  t.test(`${area} - a put over limitBytes fails with too_large and stores nothing`, { skip }, async (t) => {
+  t.test(`${area} - a put over limitBytes fails with too_large and stores nothing`, async (t) => {
     const big = generated(300_000)
     const body = big.stream()
     await t.rejects(store.put('l/m/big/big', body, { limitBytes: 100_000 }), { name: 'FileStoreError', reason: 'too_large' })
@@ -224,14 +219,14 @@ for (const [kind, store] of stores) {
     t.equal(await store.delete('l/m/exact/exact'), true)
   })
 
-  t.test(`${area} - a source that errors or is aborted midway fails the put and stores nothing`, { skip }, async (t) => {
+  t.test(`${area} - a source that errors or is aborted midway fails the put and stores nothing`, async (t) => {
     await t.rejects(store.put('e/m/cut/cut', failingAfter(200_000)), /went away/, 'errors after some bytes')
     await t.rejects(store.put('e/m/cut/cut', failingAfter(0)), /went away/, 'errors before any byte')
     await t.rejects(store.put('e/m/cut/cut', abortedAfter(200_000)), { code: 'ERR_STREAM_PREMATURE_CLOSE' }, 'destroyed without an error')
     await nothingStoredUnder(t, 'e/', 'e/m/cut/cut')
   })
 
-  t.test(`${area} - an object is invisible until its put completes`, { skip }, async (t) => {
+  t.test(`${area} - an object is invisible until its put completes`, async (t) => {
     const body = gated(10 * MiB)
     const put = store.put('v/m/f/f', body.stream)
     await body.pulled
@@ -243,7 +238,7 @@ for (const [kind, store] of stores) {
     t.match(await store.stat('v/m/f/f'), { size: 10 * MiB + 3 })
   })
 
-  t.test(`${area} - bad keys are refused with key_invalid before any I/O`, { skip }, async (t) => {
+  t.test(`${area} - bad keys are refused with key_invalid before any I/O`, async (t) => {
     const before = requestsSoFar()
     const badKeys = ['', '/abs', 'a/../b', '..', 'a//b', 'a\\b', 'a/./b', 'a\u0000b', 'a\nb', 'x'.repeat(2000), '.tmp/x', 'a/.hidden', 'a/', '../outside']
     for (const bad of [store, unreachable[kind]]) {
@@ -265,7 +260,7 @@ for (const [kind, store] of stores) {
     if (kind === 'fs') t.notOk(existsSync(join(root, 'never-created')), 'no folder was created')
   })
 
-  t.test(`${area} - a 20 MiB object (multipart on S3) round trips with the right hash, whole and by range`, { skip }, async (t) => {
+  t.test(`${area} - a 20 MiB object (multipart on S3) round trips with the right hash, whole and by range`, async (t) => {
     const size = 20 * MiB + 123
     const big = generated(size)
     t.same(await store.put('big/m/f/f', big.stream()), { size, sha256: big.hash })
@@ -279,7 +274,7 @@ for (const [kind, store] of stores) {
     t.equal(await store.delete('big/m/f/f'), true)
   })
 
-  t.test(`${area} - objects at the 8 MiB part size round trip`, { skip }, async (t) => {
+  t.test(`${area} - objects at the 8 MiB part size round trip`, async (t) => {
     for (const size of [8 * MiB, 8 * MiB + 1, 16 * MiB]) {
       const bytes = generated(size)
       t.same(await store.put(`p/m/${size}/${size}`, bytes.stream()), { size, sha256: bytes.hash }, `${size} bytes`)
@@ -290,7 +285,7 @@ for (const [kind, store] of stores) {
   })
 }
 
-t.test('file store (s3) - a put sends one PUT up to 8 MiB, parts beyond, and aborts the upload when it fails', { skip }, async (t) => {
+t.test('file store (s3) - a put sends one PUT up to 8 MiB, parts beyond, and aborts the upload when it fails', async (t) => {
   const store = stores[1]![1]
   const sent = (from: number): string[] => proxy!.requests.slice(from).map((line) => line.replace(/uploadId=[^&]+/, 'uploadId=…'))
 
@@ -323,7 +318,7 @@ t.test('file store (s3) - a put sends one PUT up to 8 MiB, parts beyond, and abo
   t.equal(await store.stat('s/m/cut/cut'), undefined)
 })
 
-t.test('file store (s3) - an unreachable or failing bucket is unavailable, without the credentials in the message', { skip }, async (t) => {
+t.test('file store (s3) - an unreachable or failing bucket is unavailable, without the credentials in the message', async (t) => {
   // s3rver knows one key id (S3RVER) and checks no SigV4 signature, so any secret passes.
   const secretAccessKey = 'never-in-a-message'
   const endpoint = `http://127.0.0.1:${proxy!.port}`
@@ -347,7 +342,7 @@ t.test('file store (s3) - an unreachable or failing bucket is unavailable, witho
   }
 })
 
-t.test('file store (fs) - a temporary left by a crash is swept once stale', { skip }, async (t) => {
+t.test('file store (fs) - a temporary left by a crash is swept once stale', async (t) => {
   const store = stores[0]![1] as FsFileStore
   const tmp = join(filesRoot, '.tmp')
   mkdirSync(tmp, { recursive: true })
@@ -362,7 +357,7 @@ t.test('file store (fs) - a temporary left by a crash is swept once stale', { sk
   t.equal(await new FsFileStore(join(root, 'no-tmp-yet')).removeStaleTemporaries(0, Date.now()), 0, 'no .tmp yet: nothing to sweep')
 })
 
-t.test('file store (fs) - a key can never land outside the root', { skip }, async (t) => {
+t.test('file store (fs) - a key can never land outside the root', async (t) => {
   const store = new FsFileStore(join(root, 'inner', 'files'))
   for (const key of ['../escaped', '../../escaped', 'a/../../escaped', '..', 'a/..', '/tmp/escaped', '../files-sibling/x']) {
     await t.rejects(store.put(key, source('out')), { name: 'FileStoreError', reason: 'key_invalid' }, JSON.stringify(key))
@@ -372,7 +367,7 @@ t.test('file store (fs) - a key can never land outside the root', { skip }, asyn
   t.notOk(existsSync(join(root, 'inner', 'files-sibling')))
 })
 
-t.test('file store (fs) - two puts racing for one key: one stores, the other gets key_taken', { skip }, async (t) => {
+t.test('file store (fs) - two puts racing for one key: one stores, the other gets key_taken', async (t) => {
   const store = stores[0]![1]
   const outcomes = await Promise.allSettled([store.put('r/m/f/f', source('one')), store.put('r/m/f/f', source('two'))])
   t.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 1)

@@ -20,11 +20,7 @@ const dataDir = tempDir(t)
 const env = childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined)
 const tmp = join(dataDir, 'files', '.tmp')
 
-// Three starts of a child service: on PGlite that is most of a minute for what the real-services run proves
-// the same way (the embedded crash path is covered by test/src/printers/crash.test.ts). PRINTFARM_TEST_ALL=1 runs it.
-const skip = !usingRealPostgres() && !process.env['PRINTFARM_TEST_ALL'] ? 'runs in the real-services run' : false
-
-t.test('upload crash - a SIGKILL mid-upload leaves no record and no object; the temporary goes once stale', { skip }, async (t) => {
+t.test('upload crash - a SIGKILL mid-upload leaves no record and no object; the temporary goes once stale', async (t) => {
   const first = await startChildService(t, { env })
   const farm = await openFarm(first.url)
   const modelId = await createModel(first.url, farm.admin)

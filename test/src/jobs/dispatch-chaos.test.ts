@@ -21,16 +21,12 @@ import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js
 
 const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, freezes: 2, moves: 6, deadlineMs: 240_000 }
 
-// Four starts of a child service and a few hundred prints: on PGlite minutes of what the real-services run
-// proves the same way. PRINTFARM_TEST_ALL=1 runs it in the embedded run too.
-const skip = !usingRealPostgres() && !process.env['PRINTFARM_TEST_ALL'] ? 'runs in the real-services run' : false
-
 // Longer than the suite's default per-file limit: four service starts and 200 prints.
 t.setTimeout(plan.deadlineMs + 120_000)
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGlite), 3 SIGKILLs, 2 SIGSTOPs and 6 host moves: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { skip, timeout: plan.deadlineMs + 60_000 }, async (t) => {
+t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGlite), 3 SIGKILLs, 2 SIGSTOPs and 6 host moves: every job printed exactly once, by the bridges\' logs, one print at a time per printer, each run charged once', { timeout: plan.deadlineMs + 60_000 }, async (t) => {
   const dataDir = tempDir(t)
   // Two nodes on one PostgreSQL and one Redis (the shard directory) in the real-services run; one on PGlite.
   const nodeCount = usingRealPostgres() && process.env['REDIS_URL'] !== undefined ? 2 : 1

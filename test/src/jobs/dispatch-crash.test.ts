@@ -15,11 +15,7 @@ import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js
 const dataDir = tempDir(t)
 const env = childServiceEnv(dataDir, usingRealPostgres() ? tempSchema(t) : undefined)
 
-// Two starts of a child service: on PGlite most of a minute for what the real-services run proves the same
-// way. PRINTFARM_TEST_ALL=1 runs it in the embedded run too.
-const skip = !usingRealPostgres() && !process.env['PRINTFARM_TEST_ALL'] ? 'runs in the real-services run' : false
-
-t.test('dispatch crash - a SIGKILL between claim and start: still claimed, not re-offered, the start links once', { skip }, async (t) => {
+t.test('dispatch crash - a SIGKILL between claim and start: still claimed, not re-offered, the start links once', async (t) => {
   const first = await startChildService(t, { env })
   const farm = await openFarm(first.url)
   const key = await request(first.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'bridge', scopes: [...bridgeScopes] } })

@@ -1,5 +1,6 @@
 /**
- * docs/displays.md, one policy for both route files: members read (API
+ * Who may call the signal-profile and display routes (docs/displays.md), one
+ * policy for both route files: members read (API
  * keys with fleet:read), admins mutate (fleet:write), and every request fault
  * answers 400 MQTT_DISPLAY_REQUEST_INVALID.
  */
