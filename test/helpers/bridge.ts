@@ -74,3 +74,50 @@ export function postBatch(farm: Farm, body: unknown, headers: Record<string, str
 export function postEvent(farm: Farm, body: unknown, headers: Record<string, string> = farm.bridge): Promise<HttpResult> {
   return request(farm.url, '/v1/printer-events', { method: 'POST', headers, body })
 }
+
+export interface EventOptions {
+  hostId?: string
+  assignmentEpoch?: number
+  eventId?: string
+}
+
+/**
+ * A bridge's own numbering of its printers' events, as the tests that drive jobs need it: each event of a
+ * printer gets the next seqn and a fresh eventId. `next` builds the one-event batch (post it once, or again
+ * to re-deliver it); `post` sends it; `applied` sends it and fails unless it was applied.
+ */
+export class EventSender {
+  readonly #farm: Farm
+  readonly #headers: Record<string, string>
+  readonly #seqns = new Map<string, number>()
+
+  constructor(farm: Farm, headers: Record<string, string> = farm.bridge) {
+    this.#farm = farm
+    this.#headers = headers
+  }
+
+  next(printer: string, type: string, data: Record<string, unknown> = {}, o: EventOptions = {}): Record<string, unknown> {
+    const seqn = (this.#seqns.get(printer) ?? -1) + 1
+    this.#seqns.set(printer, seqn)
+    const fence = { hostId: o.hostId ?? 'host-a', assignmentEpoch: o.assignmentEpoch ?? 1 }
+    return batch(printer, [item(seqn, { type, data, ...fence, eventId: o.eventId ?? `ev-${randomUUID()}` })], fence)
+  }
+
+  post(printer: string, type: string, data: Record<string, unknown> = {}, o: EventOptions = {}): Promise<HttpResult> {
+    return postBatch(this.#farm, this.next(printer, type, data, o), this.#headers)
+  }
+
+  /** Posted and answered 200; the event's outcome (applied, refused with its reason…). */
+  async accepted(printer: string, type: string, data: Record<string, unknown> = {}, o: EventOptions = {}): Promise<{ outcome: string; reason?: string }> {
+    const res = await this.post(printer, type, data, o)
+    if (res.status !== 200) throw new Error(`${type}: ${res.status} ${res.text}`)
+    return res.json.events[0] as { outcome: string; reason?: string }
+  }
+
+  /** Posted and applied, or the test fails here. */
+  async applied(printer: string, type: string, data: Record<string, unknown> = {}, o: EventOptions = {}): Promise<HttpResult> {
+    const res = await this.post(printer, type, data, o)
+    if (res.status !== 200 || res.json.events?.[0]?.outcome !== 'applied') throw new Error(`${type} for ${printer}: ${res.status} ${res.text}`)
+    return res
+  }
+}

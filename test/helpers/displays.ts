@@ -6,6 +6,7 @@
 import { request, type HttpResult } from './http.js'
 import { openFarm, addPrinter, type Farm } from './bridge.js'
 import { startTestService, type TestContext, type TestService } from './service.js'
+import { waitFor } from './poll.js'
 import { DisplaySimulator, type SimulatorOptions } from '../../src/simulators/display-sim.js'
 import type { Draft } from '../../protocol/signal-profile/draft.js'
 
@@ -54,7 +55,7 @@ export function simulatorOptions(farm: Farm & { brokerUrl: string }, display: Re
 export async function connectSimulator(t: TestContext, farm: DisplayFarm, display: RegisteredDisplay, extra: Partial<SimulatorOptions> = {}): Promise<DisplaySimulator> {
   const sim = await DisplaySimulator.connect(simulatorOptions(farm, display, extra))
   t.teardown(() => sim.close())
-  await until(async () => (await getDisplay(farm, display.id)).json.capabilitiesReportedAt !== null, 'capabilities recorded')
+  await waitFor(async () => (await getDisplay(farm, display.id)).json.capabilitiesReportedAt !== null, 'capabilities recorded')
   return sim
 }
 
@@ -85,12 +86,3 @@ export function assign(farm: Farm, displayId: string, body: { profileRevisionId:
   return request(farm.url, `/v1/mqtt/displays/${displayId}/profile`, { method: 'POST', headers: farm.admin, body })
 }
 
-/** Polls `check` until it holds (state reached through the broker has no other signal to wait on); fails after `timeoutMs`. */
-export async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (await check()) return
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}

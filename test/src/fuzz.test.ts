@@ -27,7 +27,8 @@ import { credentialTopic } from '../../protocol/display-mqtt.js'
 import { consentScopes } from '../../protocol/scopes.js'
 import { fullCapability } from '../../src/simulators/display-sim.js'
 import { setupServiceLogin } from '../../src/mqtt/setup-cli.js'
-import { openDisplayFarm, registerDisplay, until } from '../helpers/displays.js'
+import { openDisplayFarm, registerDisplay } from '../helpers/displays.js'
+import { waitFor } from '../helpers/poll.js'
 import { casesFor, operationsOf, resourceOf, type FuzzCase, type Operation, type Parameter } from '../helpers/fuzz-cases.js'
 import { addressLike, fillFreshFields, hasFreshFields, isObject, loopback, seededRandom, seedFor, type Json } from '../helpers/fuzz-inputs.js'
 import { hostileForms, sendRaw } from '../helpers/hostile-forms.js'
@@ -265,7 +266,7 @@ for (const op of multipartOperations) {
     // (The node runs in this process: had any form ended it, this test would not be reporting.)
     t.pass(`${hostileForms().length} forms, each sent whole and cut off, with a Content-Length and chunked`)
     // A request whose client left is cleaned up after the socket closed: what it stored goes soon after.
-    await until(async () => {
+    await waitFor(async () => {
       const audit = await request(url, `/v1/models/${model.json.id}/files/audit`, { headers: adminHeaders })
       return audit.status === 200 && audit.json.orphaned_files.length === 0
     }, 'no stored bytes are left without a file row')
@@ -318,7 +319,7 @@ t.test('fuzz - a display message with a lone surrogate escape is dropped; the se
     t.match(payload, /"\\ud800"/, `${kind}: the payload carries the escape`)
     const before = await outcomes(kind)
     await device.publishAsync(credentialTopic(address, display.credential.credentialId, kind), payload, { qos: 1 })
-    await until(async () => total(await outcomes(kind)) > total(before), `the ${kind} message was handled`)
+    await waitFor(async () => total(await outcomes(kind)) > total(before), `the ${kind} message was handled`)
     const after = await outcomes(kind)
     const grew = [...after].filter(([outcome, n]) => n > (before.get(outcome) ?? 0)).map(([outcome]) => outcome)
     t.notOk(grew.includes('accepted'), `${kind}: dropped, not accepted (outcome ${grew.join(', ')})`)

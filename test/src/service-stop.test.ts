@@ -6,7 +6,7 @@
 import t from 'tap'
 import { addPrinter, batch, item, openFarm, postBatch } from '../helpers/bridge.js'
 import { SimulatedClock } from '../helpers/clock.js'
-import { until } from '../helpers/displays.js'
+import { waitFor } from '../helpers/poll.js'
 import { request } from '../helpers/http.js'
 import { startTestService } from '../helpers/service.js'
 
@@ -40,7 +40,7 @@ t.test('shutdown - a node that ingested, served and swept leaves no timer, socke
     for (const [kind, n] of activeResources()) if (n > (before.get(kind) ?? 0)) grown[kind] = n - (before.get(kind) ?? 0)
     return grown
   }
-  await until(() => Object.keys(left()).length === 0, 'the sockets of the stopped node to close', 5_000).catch(() => undefined)
+  await waitFor(() => Object.keys(left()).length === 0, 'the sockets of the stopped node to close', 5_000).catch(() => undefined)
   t.same(left(), {}, `active after stop: ${process.getActiveResourcesInfo().join(', ')}`)
   const stopLogs = svc.logs.slice(svc.logs.findIndex((line) => line['msg'] === 'shutting down'))
   t.same(stopLogs.filter((line) => line['level'] === 'error' || line['level'] === 'warn'), [], 'nothing failed or warned during or after the stop')

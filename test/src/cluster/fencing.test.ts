@@ -14,7 +14,7 @@ import { checkFence, fencedIdleTimeoutMs } from '../../../src/storage/fencing.js
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { metricValue, request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -132,7 +132,7 @@ t.test('fencing - a node whose shard was taken behind its back (a Redis failover
   t.equal(metricValue(metrics.text, 'shard_lease_renewals_total{outcome="fenced"}'), 1, 'the node gave the shard up as fenced')
 
   // Placement still gives it this node: it takes the shard again, with a token above the usurper's, and the retry goes through.
-  await until(async () => (await postBatch(farm, batch(printer, [item(1, { deliveryAttempt: 2 })]))).status === 200, 'the retry to be accepted', 20_000)
+  await waitFor(async () => (await postBatch(farm, batch(printer, [item(1, { deliveryAttempt: 2 })]))).status === 200, 'the retry to be accepted', 20_000)
   t.same(await stored(), [0, 1], 'the retry is stored once')
   const [after] = await sql<{ token: string; owner: string }[]>`select token, owner from shard_tokens where shard = ${shard}`
   t.ok(Number(after!.token) >= Number(before!.token) + 2, `taken again with a newer token (${before!.token} -> ${after!.token})`)
@@ -164,7 +164,7 @@ t.test("fencing - a task's start on a node whose shard was taken behind its back
   const [job] = await sql<{ status: string }[]>`select status from print_jobs where id = ${created.json.id}`
   t.equal(job?.status, 'dispatching', 'the job did not start')
 
-  await until(async () => (await start(2)).status === 200, 'the retry to be accepted', 20_000)
+  await waitFor(async () => (await start(2)).status === 200, 'the retry to be accepted', 20_000)
   const [after] = await sql<{ state: string }[]>`select state from printer_tasks where id = ${taskId}`
   t.equal(after?.state, 'started', 'the retry on the owner started the task')
   t.equal((await sql`select 1 from printer_events where printer_id = ${printer} and event_id = 'start-1'`).length, 1, 'the start is stored once')

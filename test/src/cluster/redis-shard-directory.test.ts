@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { placementOf, RedisShardDirectory } from '../../../src/cluster/redis-shard-directory.js'
 import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, startTestService, type TestContext } from '../../helpers/service.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 
 const shared = process.env['DATABASE_URL'] && process.env['REDIS_URL']
 if (!shared) t.plan(0, 'needs DATABASE_URL and REDIS_URL')
@@ -62,7 +62,7 @@ t.test('three nodes: every shard has exactly one owner, its placement winner, an
   const a = await c.node('node-a')
   const b = await c.node('node-b')
   const d = await c.node('node-c')
-  await until(() => c.settled([a, b, d]), 'placement settled')
+  await waitFor(() => c.settled([a, b, d]), 'placement settled')
   const counts = [a, b, d].map((n) => n.ownedShards().length)
   t.equal(counts.reduce((x, y) => x + y), shards)
   t.ok(counts.every((n) => n > 0), `each node holds some shards (${counts.join(', ')})`)
@@ -75,20 +75,20 @@ t.test('a node that stops gracefully hands its shards over at once, with higher 
   const c = await cluster(t)
   const a = await c.node('node-a')
   const b = await c.node('node-b')
-  await until(() => c.settled([a, b]), 'two nodes settled')
+  await waitFor(() => c.settled([a, b]), 'two nodes settled')
   const before = await c.tokens()
   const fromB = b.ownedShards()
   const lost: number[] = []
   b.onShardLost((s) => lost.push(s))
   await b.stop()
   t.same(lost.sort((x, y) => x - y), fromB, 'its listeners hear of every shard it gives up')
-  await until(() => a.ownedShards().length === shards, 'the other node holds everything')
+  await waitFor(() => a.ownedShards().length === shards, 'the other node holds everything')
   const after = await c.tokens()
   for (const s of fromB) t.ok(after.get(s)! > before.get(s)!, `shard ${s}: the new owner's token is higher`)
 
   const aBefore = new Set(a.ownedShards())
   const d = await c.node('node-c')
-  await until(() => c.settled([a, d]), 'the newcomer settled')
+  await waitFor(() => c.settled([a, d]), 'the newcomer settled')
   t.ok(d.ownedShards().every((s) => aBefore.has(s) && placementOf(s, ['node-a', 'node-c']) === 'node-c'), 'only shards whose winner changed moved')
 })
 
@@ -96,11 +96,11 @@ t.test('a node that crashes keeps nothing: its shards move once its leases run o
   const c = await cluster(t)
   const a = await c.node('node-a')
   const b = await c.node('node-b')
-  await until(() => c.settled([a, b]), 'settled')
+  await waitFor(() => c.settled([a, b]), 'settled')
   const fromB = b.ownedShards()
   b.abandon()
   t.ok(fromB.every((s) => a.ownerOf(s) === 'node-b'), 'right after the crash the lease is still the dead node\'s')
-  await until(() => a.ownedShards().length === shards, 'the survivor took them after expiry')
+  await waitFor(() => a.ownedShards().length === shards, 'the survivor took them after expiry')
   t.ok(fromB.every((s) => a.ownsShard(s)))
 })
 
@@ -108,7 +108,7 @@ t.test('a node that stalls past its lease stops claiming its shards by itself, a
   const c = await cluster(t)
   const a = await c.node('node-a')
   const b = await c.node('node-b')
-  await until(() => c.settled([a, b]), 'settled')
+  await waitFor(() => c.settled([a, b]), 'settled')
   const fromB = b.ownedShards()
   const tokensBefore = fromB.map((s) => b.tokenOf(s))
   const lost: number[] = []
@@ -120,8 +120,8 @@ t.test('a node that stalls past its lease stops claiming its shards by itself, a
   }
   t.ok(fromB.every((s) => !b.ownsShard(s)), 'no shard is claimed on an expired lease, before any timer ran')
   t.throws(() => b.tokenOf(fromB[0]!), /not owned/, 'and no token is handed out for a write')
-  await until(() => lost.length === fromB.length, 'the loss is reported')
-  await until(() => c.settled([a, b]), 'settled again')
+  await waitFor(() => lost.length === fromB.length, 'the loss is reported')
+  await waitFor(() => c.settled([a, b]), 'settled again')
   const tokensAfter = await c.tokens()
   fromB.forEach((s, i) => t.ok(tokensAfter.get(s)! > tokensBefore[i]!, `shard ${s}: taken again with a higher token`))
 })

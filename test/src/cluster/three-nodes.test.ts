@@ -13,7 +13,8 @@ import { childServiceEnv, startChildService, type ChildService } from '../../hel
 import { addPrinter, batch, item, openFarm, type Farm } from '../../helpers/bridge.js'
 import { metricValue, request } from '../../helpers/http.js'
 import { tempDir, tempSchema, type TestContext } from '../../helpers/service.js'
-import { assign, getDisplay, getTarget, publishedRevision, registerDisplay, simulatorOptions, until } from '../../helpers/displays.js'
+import { assign, getDisplay, getTarget, publishedRevision, registerDisplay, simulatorOptions } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { mosquittoSkip, startMosquitto } from '../../helpers/mosquitto.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
 import { setupServiceLogin } from '../../../src/mqtt/setup-cli.js'
@@ -110,7 +111,7 @@ async function assertStoredExactlyOnce(t: Tap, sql: postgres.Sql, printers: stri
 t.test('three nodes - the shards spread over the nodes, each node answers for every printer (forwarding to the owner), and /metrics shows it', async (t) => {
   const c = await cluster(t)
   const nodes = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
-  await until(() => c.settled(nodes), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled(nodes), 'the leases to settle', 30_000)
   // And every node's owner table has caught up with the last moves (a round is a fifth of the lease).
   await new Promise((r) => setTimeout(r, leaseMs / 2))
   const owned = await Promise.all(nodes.map((n) => c.readiness(n)))
@@ -142,20 +143,20 @@ t.test('three nodes - SIGKILL of a node during ingestion: its shards move after 
   const a = await c.start('node-a')
   const b = await c.start('node-b')
   const victim = await c.start('node-c')
-  await until(() => c.settled([a, b, victim]), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled([a, b, victim]), 'the leases to settle', 30_000)
   const farm = await openFarm(a.url)
   const printers = await Promise.all(Array.from({ length: 8 }, () => addPrinter(farm)))
   let dead = false
   const pick = (n: number) => (dead ? [a, b][n % 2] : [a, b, victim][n % 3])
   const bridges = printers.map((p) => bridge(farm, p, 24, pick, 50))
-  await until(() => bridges.every((br) => br.acked.length >= 4 * eventsPerBatch), 'the bridges to get going', 30_000)
+  await waitFor(() => bridges.every((br) => br.acked.length >= 4 * eventsPerBatch), 'the bridges to get going', 30_000)
   const victimShards = (await c.readiness(victim)).owned
   t.ok(victimShards > 0, `the victim owns ${victimShards} shards when it is killed`)
   await victim.kill()
   dead = true
   await Promise.all(bridges.map((br) => br.done))
   // Every printer's shard has moved (the bridges finished); the shards without printers follow within a lease round.
-  await until(() => c.settled([a, b]), 'the two survivors to own every shard', 30_000)
+  await waitFor(() => c.settled([a, b]), 'the two survivors to own every shard', 30_000)
   t.pass('the two survivors own every shard')
   await assertStoredExactlyOnce(t, c.sql, printers, new Map(printers.map((p, i) => [p, bridges[i]!.acked])))
   t.ok(bridges.some((br) => br.refusals() > 0), 'some deliveries were refused with 503 (or lost with the node) and retried')
@@ -166,12 +167,12 @@ t.test("three nodes - SIGSTOP of an owner past its lease, then SIGCONT: the othe
   const a = await c.start('node-a')
   const b = await c.start('node-b')
   const stalled = await c.start('node-c')
-  await until(() => c.settled([a, b, stalled]), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled([a, b, stalled]), 'the leases to settle', 30_000)
   const farm = await openFarm(a.url)
   const printers = await Promise.all(Array.from({ length: 8 }, () => addPrinter(farm)))
   // The bridges post to the stalled node too: requests in flight there when it stops are the late writes.
   const bridges = printers.map((p) => bridge(farm, p, 30, (n) => [a, b, stalled][n % 3], 50))
-  await until(() => bridges.every((br) => br.acked.length >= 4 * eventsPerBatch), 'the bridges to get going', 30_000)
+  await waitFor(() => bridges.every((br) => br.acked.length >= 4 * eventsPerBatch), 'the bridges to get going', 30_000)
   const tokensBefore = new Map((await c.sql<{ shard: number; token: string }[]>`select shard, token from shard_tokens`).map((r) => [r.shard, Number(r.token)]))
   process.kill(stalled.pid, 'SIGSTOP')
   let continued = false
@@ -181,18 +182,18 @@ t.test("three nodes - SIGSTOP of an owner past its lease, then SIGCONT: the othe
   // The others see its leases run out and take the shards, each with a higher token. Bounded by the
   // lease, then by PostgreSQL ending the stalled node's open transactions (fencedIdleTimeoutMs, 15 s),
   // which a loaded two-core machine stretches: a bound on the wait, not a figure.
-  await until(() => c.settled([a, b]), 'the survivors to take every shard', 60_000)
+  await waitFor(() => c.settled([a, b]), 'the survivors to take every shard', 60_000)
   const raised = await c.sql<{ shard: number; token: string; owner: string }[]>`select shard, token, owner from shard_tokens where owner <> 'node-c'`
   t.ok(raised.some((r) => Number(r.token) > (tokensBefore.get(r.shard) ?? 0)), 'the shards were taken again with higher fencing tokens')
   process.kill(stalled.pid, 'SIGCONT')
   continued = true
   await Promise.all(bridges.map((br) => br.done))
   // It gives up what it held: its renewals fail (or the store fences it), and it owns nothing the others own.
-  await until(async () => {
+  await waitFor(async () => {
     const text = await c.metrics(stalled)
     return ['lost', 'expired', 'fenced'].some((outcome) => metricValue(text, `shard_lease_renewals_total{outcome="${outcome}"}`) > 0)
   }, 'the stalled node to give its shards up', 20_000)
-  await until(() => c.settled([a, b, stalled]), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled([a, b, stalled]), 'the leases to settle', 30_000)
   await assertStoredExactlyOnce(t, c.sql, printers, new Map(printers.map((p, i) => [p, bridges[i]!.acked])))
 })
 
@@ -200,7 +201,7 @@ t.test('three nodes - a rolling restart (SIGTERM, start again, one node at a tim
   const c = await cluster(t)
   const names = ['node-a', 'node-b', 'node-c']
   const live: (ChildService | undefined)[] = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
-  await until(() => c.settled(live as ChildService[]), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled(live as ChildService[]), 'the leases to settle', 30_000)
   const farm = await openFarm(live[0]!.url)
   const printers = await Promise.all(Array.from({ length: 6 }, () => addPrinter(farm)))
   const pick = (n: number) => {
@@ -214,7 +215,7 @@ t.test('three nodes - a rolling restart (SIGTERM, start again, one node at a tim
     const exit = await node.stop(30_000)
     t.equal(exit.code, 0, `${names[i]} drained and exited cleanly`)
     live[i] = await c.start(names[i]!)
-    await until(() => c.settled(live as ChildService[]), 'the leases to settle', 30_000)
+    await waitFor(() => c.settled(live as ChildService[]), 'the leases to settle', 30_000)
   }
   await Promise.all(bridges.map((br) => br.done))
   await assertStoredExactlyOnce(t, c.sql, printers, new Map(printers.map((p, i) => [p, bridges[i]!.acked])))
@@ -228,7 +229,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   const c = await cluster(t, { MQTT_URL: mosquitto.url(service.username, service.password), MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' })
   const names = ['node-a', 'node-b', 'node-c']
   const all = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
-  await until(() => c.settled(all), 'the leases to settle', 30_000)
+  await waitFor(() => c.settled(all), 'the leases to settle', 30_000)
   const farm = await openFarm(all[0]!.url)
   const printers = [await addPrinter(farm), await addPrinter(farm)]
   const display = await registerDisplay(farm, printers)
@@ -243,7 +244,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   const sim = await DisplaySimulator.connect(simulatorOptions({ ...farm, brokerUrl: `mqtt://127.0.0.1:${mosquitto.port}` }, display, { decide: () => (holding ? 'ignore' : 'apply') }))
   t.teardown(() => sim.close())
   // The owner records the device's capabilities asynchronously; an assignment before that is refused (capability missing).
-  await until(async () => (await getDisplay(via, display.id)).json.capabilitiesReportedAt !== null, 'capabilities recorded by the owner', 15_000)
+  await waitFor(async () => (await getDisplay(via, display.id)).json.capabilitiesReportedAt !== null, 'capabilities recorded by the owner', 15_000)
   const statusOf = async (generation: number) => {
     const res = await getTarget(via, display.id).catch(() => undefined)
     return res?.status === 200 && res.json.desired.activation_generation === generation ? (res.json.status as string) : undefined
@@ -264,7 +265,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   const assigned = await assignRetrying(via, display.id, { profileRevisionId: first.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 0 })
   t.equal(assigned.status, 200, `an assignment through a non-owner is forwarded to the owner (${assigned.text})`)
   await sim.waitFor(() => sim.active?.activation_generation === 1, 15_000, 'the first activation applied')
-  await until(async () => (await statusOf(1)) === 'device_applied', 'device_applied for the first activation', 15_000)
+  await waitFor(async () => (await statusOf(1)) === 'device_applied', 'device_applied for the first activation', 15_000)
 
   holding = true
   const second = await publishedRevision(via, undefined, 'Second')
@@ -278,7 +279,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   // Its shard moves after the lease; the new owner resumes the display from the store and publishes again.
   await sim.waitFor(() => sim.active?.activation_generation === 2, 30_000, 'the second activation applied after the owner died')
   t.ok(sim.envelopes.length > envelopesBefore, 'the pending activation was published again after the owner died')
-  await until(async () => (await statusOf(2)) === 'device_applied', 'device_applied for the second activation (the new owner took the receipt)', 30_000)
+  await waitFor(async () => (await statusOf(2)) === 'device_applied', 'device_applied for the second activation (the new owner took the receipt)', 30_000)
   const [row] = await c.sql<{ owner: string }[]>`select owner from shard_tokens where shard = ${shardOf(display.id)}`
   t.not(row?.owner, ownerName, `the display's shard has a new owner (${row?.owner})`)
 
@@ -287,7 +288,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   const next = await assignRetrying({ ...farm, url: survivors[1]!.url }, display.id, { profileRevisionId: third.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: 2 })
   t.equal(next.status, 200, `a new assignment after the death reaches the new owner (${next.text})`)
   await sim.waitFor(() => sim.active?.activation_generation === 3, 15_000, 'the third activation applied')
-  await until(async () => {
+  await waitFor(async () => {
     const res = await request(via.url, `/v1/printer-config/${printers[0]}/connection-status`, { method: 'PATCH', headers: farm.bridge, body: { is_connected: true, last_heartbeat: new Date().toISOString() } })
     return res.status === 200
   }, 'the printer to be reachable on its (possibly new) owner', 30_000)

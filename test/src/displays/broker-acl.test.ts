@@ -6,7 +6,8 @@
 import t from 'tap'
 import { connectAsync, type MqttClient } from 'mqtt'
 import { metricValue, request } from '../../helpers/http.js'
-import { assign, connectSimulator, openDisplayFarm, publishedRevision, registerDisplay, until, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
+import { assign, connectSimulator, openDisplayFarm, publishedRevision, registerDisplay, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import type { TestContext } from '../../helpers/service.js'
 
 async function login(t: TestContext, farm: DisplayFarm, username: string, password: string): Promise<MqttClient> {
@@ -105,7 +106,7 @@ t.test('bad messages from a display are dropped and counted, never applied: non-
   const capabilitiesTopic = `${base(farm, display)}/credential/${display.credential.credentialId}/capabilities`
   await client.publishAsync(capabilitiesTopic, JSON.stringify({ signal_profile: { format_version: 1, max_decoded_bytes: 9000 } }), { qos: 1 })
   const metric = async (kind: string, outcome: string) => metricValue((await request(farm.url, '/metrics')).text, `displays_mqtt_messages_total{kind="${kind}",outcome="${outcome}"}`)
-  await until(async () => (await metric('capabilities', 'invalid')) === 1, 'the invalid capability report counted')
+  await waitFor(async () => (await metric('capabilities', 'invalid')) === 1, 'the invalid capability report counted')
   t.equal(await metric('receipt', 'invalid_json'), 1)
   t.equal(await metric('receipt', 'too_large'), 1)
   t.equal(await metric('receipt', 'invalid'), 1, 'an unknown field')

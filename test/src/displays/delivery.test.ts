@@ -1,5 +1,6 @@
 import t from 'tap'
-import { assign, connectSimulator, getTarget, openDisplayFarm, publishedRevision, registerDisplay, simulatorOptions, until, type DisplayFarm } from '../../helpers/displays.js'
+import { assign, connectSimulator, getTarget, openDisplayFarm, publishedRevision, registerDisplay, simulatorOptions, type DisplayFarm } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 import { captureLogger, testEnv } from '../../helpers/service.js'
@@ -17,7 +18,7 @@ t.test('an assigned revision reaches the display over the broker and the target 
   t.equal(res.json.status, 'sync_pending')
   t.same(res.json.desired, { activation_generation: 1, profile_revision_id: revision.id, sha256: revision.sha256 })
   await sim.waitFor(() => sim.active?.activation_generation === 1, 10_000, 'applied')
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   const target = await getTarget(farm, display.id)
   t.same(target.json.applied, target.json.desired)
   t.equal(sim.envelopes[0]!.data, revision.data)
@@ -31,7 +32,7 @@ t.test('a device that cannot write its fence rejects with profile_persist_failed
   fenceStore.failWrites = true
   const revision = await publishedRevision(farm)
   await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
   const rejected = await getTarget(farm, display.id)
   t.equal(rejected.json.errorCode, 'profile_persist_failed')
   t.equal(rejected.json.applied, null)
@@ -40,7 +41,7 @@ t.test('a device that cannot write its fence rejects with profile_persist_failed
   const retried = await request(farm.url, `/v1/mqtt/displays/${display.id}/profile/retry`, { method: 'POST', headers: farm.admin })
   t.equal(retried.status, 200, retried.text)
   t.equal(retried.json.status, 'sync_pending')
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied after retry')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied after retry')
   const healthy = await request(farm.url, `/v1/mqtt/displays/${display.id}/profile/retry`, { method: 'POST', headers: farm.admin })
   t.equal(healthy.status, 409)
   t.equal(healthy.json.error, 'signal_profile_target_healthy')
@@ -59,7 +60,7 @@ t.test('a device rejects an older generation than its fence and a reused generat
     const sim = await connectSimulator(t, farm, display, { fenceStore })
     t.equal(sim.sessionGeneration, 5, 'a new session generation above the stored one')
     await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
-    await until(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
+    await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
     t.equal((await getTarget(farm, display.id)).json.errorCode, code, `generation 1 against a fence at ${fence.activation_generation}`)
     t.equal(sim.active, null)
     t.same(fenceStore.state!.fence, fence, 'the fence never goes down')
@@ -74,7 +75,7 @@ t.test('a device with no trustworthy fence refuses every activation until a new 
   await connectSimulator(t, farm, display, { fenceStore })
   const revision = await publishedRevision(farm)
   await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'rejected', 'rejected')
   t.equal((await getTarget(farm, display.id)).json.errorCode, 'profile_fence_recovery_required')
 })
 
@@ -95,7 +96,7 @@ t.test('a rebind in the middle of delivery: the old binding is abandoned, the ne
   t.equal(stale.json.error, 'display_binding_epoch_conflict')
   const res = await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 2, expectedActivationGeneration: 0 })
   t.equal(res.status, 200, res.text)
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied in binding 2')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied in binding 2')
   t.equal(sim.envelopes.every((e) => e.binding_epoch === 2), true)
   t.equal(sim.active?.activation_generation, 1, 'generations start again in the new binding')
 })
@@ -111,7 +112,7 @@ t.test('after a restart the retained configuration is rebuilt from the store (th
   const sim = await connectSimulator(t, farm, display, { fenceStore })
   const revision = await publishedRevision(farm)
   await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   await sim.close()
   await first.stop()
 
@@ -126,7 +127,7 @@ t.test('after a restart the retained configuration is rebuilt from the store (th
     [1, revision.id, revision.sha256],
   )
   // The rebooted simulator announces an empty active slot first (it keeps only its fence), then applies again.
-  await until(async () => (await getTarget({ ...farm, url: second.url }, display.id)).json.status === 'device_applied', 'device_applied after the reboot')
+  await waitFor(async () => (await getTarget({ ...farm, url: second.url }, display.id)).json.status === 'device_applied', 'device_applied after the reboot')
   t.same(rebooted.active, rebooted.envelopes[0] && { activation_generation: 1, profile_revision_id: revision.id, sha256: revision.sha256 })
 })
 

@@ -6,7 +6,8 @@
 import t from 'tap'
 import { connectAsync, type MqttClient } from 'mqtt'
 import { randomBytes, randomUUID } from 'node:crypto'
-import { assign, connectSimulator, getTarget, publishedRevision, registerDisplay, until, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
+import { assign, connectSimulator, getTarget, publishedRevision, registerDisplay, type DisplayFarm, type RegisteredDisplay } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { openFarm } from '../../helpers/bridge.js'
 import { request } from '../../helpers/http.js'
 import { mosquittoSkip, startMosquitto, type TestMosquitto } from '../../helpers/mosquitto.js'
@@ -83,7 +84,7 @@ t.test('mosquitto-setup gives the service login its role: the display tree and t
   const inside = `svc/v1/${randomUUID()}/display/${randomUUID()}/b/1/status/feed`
   await service.publishAsync('elsewhere/topic', 'x', { qos: 1 })
   await service.publishAsync(inside, 'y', { qos: 1 })
-  await until(() => seen.includes(inside), 'the publication inside the display tree')
+  await waitFor(() => seen.includes(inside), 'the publication inside the display tree')
   t.notOk(seen.includes('elsewhere/topic'), 'a publication outside the display tree is dropped by the broker')
   await t.rejects(service.subscribeAsync('elsewhere/#'), /Subscribe error/, 'no subscription outside the display tree')
 
@@ -111,9 +112,9 @@ t.test('on Mosquitto a registered display logs in with its credential, advertise
   const res = await assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })
   t.equal(res.status, 200, res.text)
   await sim.waitFor(() => sim.active?.activation_generation === 1, 10_000, 'applied')
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   t.equal(sim.envelopes[0]!.data, revision.data)
-  await until(() => sim.feed !== null, 'the status feed')
+  await waitFor(() => sim.feed !== null, 'the status feed')
   t.equal(sim.feed!.pixels.length, display.pixels.length)
   t.match(await login(t, farm.mosquitto.url(display.credential.username, 'wrong-password')), /Not authorized/, 'a wrong password is refused')
 })
@@ -139,7 +140,7 @@ t.test('Mosquitto enforces the MQTT access of a display: subscriptions only insi
   const own = credentialTopic(addressOf(a), a.credential.credentialId, 'health')
   await client.publishAsync(own, '{"ok":true}', { qos: 1 })
   // One client's publications are forwarded in order: once its last one arrived, a refused one would have too.
-  await until(() => seen.some((m) => m.topic === own), 'its own health message')
+  await waitFor(() => seen.some((m) => m.topic === own), 'its own health message')
   t.same(seen.filter((m) => forbidden.includes(m.topic)), [], 'nothing outside its credential topics got through')
   const denied = await client.publishAsync('$CONTROL/dynamic-security/v1', JSON.stringify({ commands: [{ command: 'deleteClient', username: b.credential.username }] }), { qos: 1 }).then(() => login(t, displayLogin(farm, b)))
   t.type(denied, 'object', 'a display cannot drive the plugin: the other display still logs in')
@@ -206,14 +207,14 @@ t.test('a retained message a display left on Mosquitto is not taken as fresh whe
   if (typeof client === 'string') throw new Error(client)
   const topic = credentialTopic({ organizationId: farm.orgId, displayId: display.id, bindingEpoch: 1 }, display.credential.credentialId, 'capabilities')
   await client.publishAsync(topic, JSON.stringify({ signal_profile: { format_version: 1, max_decoded_bytes: 750, max_phases: 8, supports_white_output: true, supports_cct: true } }), { qos: 1, retain: true })
-  await until(async () => (await request(farm.url, `/v1/mqtt/displays/${display.id}`, { headers: farm.admin })).json.capabilitiesReportedAt !== null, 'the live report recorded')
+  await waitFor(async () => (await request(farm.url, `/v1/mqtt/displays/${display.id}`, { headers: farm.admin })).json.capabilitiesReportedAt !== null, 'the live report recorded')
   // The service's connection drops; MQTT.js reconnects and subscribes again, and the broker replays what is retained.
   farm.service.services.mqtt.client.stream.destroy()
-  await until(async () => /displays_mqtt_messages_total\{kind="capabilities",outcome="retained"\} 1/.test((await request(farm.url, '/metrics')).text), 'the replay dropped')
+  await waitFor(async () => /displays_mqtt_messages_total\{kind="capabilities",outcome="retained"\} 1/.test((await request(farm.url, '/metrics')).text), 'the replay dropped')
   const seen = await watch(farm, 'svc/v1/#')
   const marker = credentialTopic({ organizationId: farm.orgId, displayId: display.id, bindingEpoch: 1 }, display.credential.credentialId, 'health')
   await client.publishAsync(marker, '{}', { qos: 1 })
   // A retained message is sent on subscription, before anything published after it.
-  await until(() => seen.some((m) => m.topic === marker), 'the marker')
+  await waitFor(() => seen.some((m) => m.topic === marker), 'the marker')
   t.same(seen.filter((m) => m.topic === topic), [], 'no retained display message is left on the broker')
 })

@@ -8,7 +8,7 @@ import { writeFileSync, mkdirSync, utimesSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { request } from '../../helpers/http.js'
 import { openFarm } from '../../helpers/bridge.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, prusaGcode, upload } from '../../helpers/files.js'
 import { startTestService } from '../../helpers/service.js'
 
@@ -95,7 +95,7 @@ t.test('live operations - a file whose metadata could not be read at upload is l
   t.equal((await listed()).length, 1)
   // Reprocessing it replaces the upload's entry by the command's (it fails again: still listed, once).
   const command = await request(url, `/v1/model-files/${broken.json.id}/reprocess`, { method: 'POST', headers })
-  await until(async () => (await request(url, `/v1/model-files/${broken.json.id}/reprocess/${command.json.command_id}`, { headers })).json.status === 'failed', 'the reprocess to fail')
+  await waitFor(async () => (await request(url, `/v1/model-files/${broken.json.id}/reprocess/${command.json.command_id}`, { headers })).json.status === 'failed', 'the reprocess to fail')
   t.match(await listed(), [{ kind: 'reprocess', command_id: command.json.command_id, file_id: broken.json.id, status: 'failed' }], 'the failed command stands for it now')
   t.equal((await listed()).length, 1, 'once')
   const other = await upload(url, headers, modelId, { name: 'also-broken.3mf', bytes: Buffer.from('not a zip at all') })
@@ -115,7 +115,7 @@ t.test('reprocess - 202 with a durable receipt; asked again while queued it is t
   t.equal(first.status, 202)
   t.match(first.json, { command_id: String, file_id: file.id, status: /^(queued|running|succeeded)$/ })
   const receiptPath = `/v1/model-files/${file.id}/reprocess/${first.json.command_id}`
-  await until(async () => (await request(url, receiptPath, { headers: admin })).json.status === 'succeeded', 'the reprocess to finish')
+  await waitFor(async () => (await request(url, receiptPath, { headers: admin })).json.status === 'succeeded', 'the reprocess to finish')
   t.match((await request(url, receiptPath, { headers: admin })).json, { status: 'succeeded', error: null, finished_at: String })
   t.match((await request(url, `/v1/files/${file.id}/metadata`, { headers: admin })).json, { metadata: { slicer: 'PrusaSlicer', tags: ['keep'], processing: { status: 'succeeded' } }, project_filaments: [{ id: '1' }] })
 
@@ -142,7 +142,7 @@ t.test('reprocess - a command queued when the node stopped is run by the next st
   const worker = new Reprocessor(sql, svc.services.files.store, svc.services.logger, { pollMs: 60_000 })
   worker.start()
   t.teardown(() => worker.stop())
-  await until(async () => (await request(url, `/v1/model-files/${file.id}/reprocess/${command!.id}`, { headers: admin })).json.status === 'succeeded', 'the restarted worker to run it')
+  await waitFor(async () => (await request(url, `/v1/model-files/${file.id}/reprocess/${command!.id}`, { headers: admin })).json.status === 'succeeded', 'the restarted worker to run it')
   t.pass('run once by the worker of the new start')
 })
 

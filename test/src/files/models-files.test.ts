@@ -11,7 +11,7 @@ import { once } from 'node:events'
 import { readdirSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { hostileForms, sendRaw } from '../../helpers/hostile-forms.js'
 import { request } from '../../helpers/http.js'
 import { openFarm } from '../../helpers/bridge.js'
@@ -267,9 +267,9 @@ t.test('uploads - a client that goes away mid-upload leaves no row, no object an
       `content-type: multipart/form-data; boundary=${boundary}\r\ncontent-length: ${10 * 1024 * 1024}\r\n\r\n${preamble}`,
   )
   socket.write(Buffer.alloc(512 * 1024, 0x3b))
-  await until(async () => readdirSync(join(svc.config.dataDir, 'files', '.tmp')).length > 0, 'the upload to start writing')
+  await waitFor(async () => readdirSync(join(svc.config.dataDir, 'files', '.tmp')).length > 0, 'the upload to start writing')
   socket.destroy()
-  await until(async () => Number(/^file_uploads_total\{outcome="failed"\} (\d+)/m.exec(await metrics())?.[1] ?? 0) > failedBefore, 'the upload to be counted as failed')
+  await waitFor(async () => Number(/^file_uploads_total\{outcome="failed"\} (\d+)/m.exec(await metrics())?.[1] ?? 0) > failedBefore, 'the upload to be counted as failed')
   t.same(readdirSync(join(svc.config.dataDir, 'files', '.tmp')), [], 'no temporary')
   t.same(await svc.services.db.sql`select id from files where model_id = ${modelId}`, [], 'no row')
   t.same(await svc.services.files.store.list(`${farm.orgId}/${modelId}/`), [], 'no object')
@@ -313,7 +313,7 @@ t.test('content - clients that go away mid-download release their file handles, 
     await once(socket, 'data')
     socket.destroy()
   }
-  await until(() => handles() <= before, 'the aborted downloads to close their files')
+  await waitFor(() => handles() <= before, 'the aborted downloads to close their files')
   t.ok(handles() <= before, 'no file handle left open')
   // A reader that takes its time still gets every byte.
   const res = await fetch(`${url}/v1/files/${file.id}`, { headers: admin })

@@ -11,7 +11,7 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { childServiceEnv, startChildService } from '../../helpers/child-service.js'
 import { openFarm } from '../../helpers/bridge.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { createModel } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js'
@@ -34,7 +34,7 @@ t.test('upload crash - a SIGKILL mid-upload leaves no record and no object; the 
       `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="cut.gcode"\r\n\r\n`,
   )
   socket.write(Buffer.alloc(1024 * 1024, 0x3b))
-  await until(() => existsSync(tmp) && readdirSync(tmp).length > 0, 'the upload to start writing', 30_000)
+  await waitFor(() => existsSync(tmp) && readdirSync(tmp).length > 0, 'the upload to start writing', 30_000)
   await first.kill()
   socket.destroy()
 
@@ -49,7 +49,7 @@ t.test('upload crash - a SIGKILL mid-upload leaves no record and no object; the 
   const dayAgo = new Date(Date.now() - 2 * 86_400_000)
   utimesSync(join(tmp, left[0]!), dayAgo, dayAgo)
   const third = await startChildService(t, { env })
-  await until(() => readdirSync(tmp).length === 0, 'the start-up sweep to remove the stale temporary', 30_000)
+  await waitFor(() => readdirSync(tmp).length === 0, 'the start-up sweep to remove the stale temporary', 30_000)
   t.same(readdirSync(tmp), [])
   await third.stop()
 })

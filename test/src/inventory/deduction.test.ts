@@ -11,8 +11,8 @@ import t, { type Test } from 'tap'
 import { strToU8 } from 'fflate'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { deductFinishedJob, slotDraws } from '../../../src/inventory/deduction.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
-import { until } from '../../helpers/displays.js'
+import { addPrinter, batch, EventSender, type Farm, openFarm, postBatch } from '../../helpers/bridge.js'
+import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -37,16 +37,11 @@ const twoColours = bambuThreeMf({
 const fileId: string = (await upload(svc.url, farm.admin, modelId, { name: 'two-colour.3mf', bytes: twoColours })).json.id
 const material: string = (await request(svc.url, '/v1/materials', { method: 'POST', headers: farm.admin, body: { name: 'Generic PLA', type: 'PLA' } })).json.id
 
-const seqns = new Map<string, number>()
+const events = new EventSender(bridge)
 /** The next event of a printer's bridge, as a batch body (post it once, or again to re-deliver it). */
-function eventBatch(printer: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  return batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })])
-}
-async function send(printer: string, type: string, data: Record<string, unknown> = {}) {
-  const res = await postBatch(bridge, eventBatch(printer, type, data))
-  if (res.status !== 200 || res.json.events[0].outcome !== 'applied') throw new Error(`${type}: ${res.status} ${res.text}`)
+const eventBatch = (printer: string, type: string, data: Record<string, unknown> = {}) => events.next(printer, type, data)
+async function send(printer: string, type: string, data: Record<string, unknown> = {}): Promise<void> {
+  await events.applied(printer, type, data)
 }
 
 /** An online printer whose slot 2 holds white PLA and slot 5 red PLA (AMS unit 0 tray 2, unit 1 tray 1). */
@@ -119,7 +114,7 @@ t.test('slot draws - grams per slot: whole when finished, by progress otherwise;
 const ledger = async (spoolId: string) => (await request(svc.url, `/v1/inventory/${spoolId}/ledger`, { headers: farm.admin })).json.entries as any[]
 const remaining = async (spoolId: string) => (await request(svc.url, `/v1/inventory/${spoolId}`, { headers: farm.admin })).json.remaining_g as number
 const marker = async (jobId: number) => (await sql<{ at: Date | null }[]>`select inventory_deducted_at as at from print_jobs where id = ${jobId}`)[0]!.at
-const deducted = (jobId: number) => until(async () => (await marker(jobId)) !== null, `job ${jobId} deducted`, 30_000)
+const deducted = (jobId: number) => waitFor(async () => (await marker(jobId)) !== null, `job ${jobId} deducted`, 30_000)
 
 t.test('deduction - a finished job takes its plate\'s grams from the spools in its mapped slots, exactly once', async (t) => {
   const printer = await printerWithSlots()
@@ -218,7 +213,7 @@ t.test('deduction - a failed job requeued under the same id prints again and is 
   await send(printer, 'status', { status: 'IDLE' })
   await printing(printer, jobId)
   await send(printer, 'job:finish', { result: 'success' })
-  await until(async () => (await ledger(white)).length === 2, 'the second run deducted', 30_000)
+  await waitFor(async () => (await ledger(white)).length === 2, 'the second run deducted', 30_000)
   t.same((await ledger(white)).map((e) => [e.delta_g, e.job_id]), [
     [-11.66, jobId],
     [-5.83, jobId],
@@ -234,7 +229,7 @@ t.test('deduction - the sweep catches up on a job that ended without its deducti
   await deducted(jobId)
   await forgetDeduction(jobId, white)
   t.equal(await remaining(white), 1000)
-  await until(async () => (await ledger(white)).length === 1, 'the sweep deducts it', 30_000)
+  await waitFor(async () => (await ledger(white)).length === 1, 'the sweep deducts it', 30_000)
   t.match(await ledger(white), [{ delta_g: -11.66, job_id: jobId }])
   t.equal(await remaining(white), 988.34)
   t.not(await marker(jobId), null)

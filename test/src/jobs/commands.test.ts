@@ -5,10 +5,9 @@
  * other, cancel replaces both, and the bridge's matching event (job:pause, job:unpause, job:finish with
  * result cancelled) clears it and moves the job.
  */
-import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, EventSender, type Farm, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -22,14 +21,8 @@ const modelId = await createModel(svc.url, farm.admin)
 const fileId: string = (await upload(svc.url, farm.admin, modelId, { name: 'plate.3mf', bytes: bambuThreeMf() })).json.id
 
 /** Each printer's bridge numbers its own events. */
-const seqns = new Map<string, number>()
-async function send(printer: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch(bridge, batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })]))
-  if (res.status !== 200) throw new Error(`${type}: ${res.status} ${res.text}`)
-  return res.json.events[0] as { outcome: string; reason?: string }
-}
+const events = new EventSender(bridge)
+const send = (printer: string, type: string, data: Record<string, unknown> = {}) => events.accepted(printer, type, data)
 
 async function onlinePrinter(): Promise<string> {
   const printer = await addPrinter(farm, 'host-a', { enabled: true })

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, EventSender, type Farm, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { raceBehindRowLock } from '../../helpers/barrier.js'
 import { request } from '../../helpers/http.js'
@@ -23,13 +23,9 @@ const uploaded = await upload(svc.url, farm.admin, modelId, { name: 'plate.3mf',
 const fileId: string = uploaded.json.id
 
 /** Each printer's bridge numbers its own events. */
-const seqns = new Map<string, number>()
-async function send(printer: string, type: string, data: Record<string, unknown> = {}, o: { hostId?: string; epoch?: number; eventId?: string } = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch(bridge, batch(printer, [item(seqn, { type, data, hostId: o.hostId ?? 'host-a', assignmentEpoch: o.epoch ?? 1, eventId: o.eventId ?? `ev-${randomUUID()}` })], { hostId: o.hostId ?? 'host-a', assignmentEpoch: o.epoch ?? 1 }))
-  return res
-}
+const events = new EventSender(bridge)
+const send = (printer: string, type: string, data: Record<string, unknown> = {}, o: { hostId?: string; epoch?: number; eventId?: string } = {}) =>
+  events.post(printer, type, data, { ...(o.hostId === undefined ? {} : { hostId: o.hostId }), ...(o.epoch === undefined ? {} : { assignmentEpoch: o.epoch }), ...(o.eventId === undefined ? {} : { eventId: o.eventId }) })
 
 async function onlinePrinter(hostId = 'host-a'): Promise<string> {
   const printer = await addPrinter(farm, hostId, { enabled: true })

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
+import { addPrinter, EventSender, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, signIn, type HttpResult } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -27,14 +27,8 @@ const launch = await apiKey(bridgeScopes)
 const modelId = await createModel(url, admin)
 const fileId: string = (await upload(url, admin, modelId, { name: 'plate.3mf', bytes: bambuThreeMf() })).json.id
 
-const seqns = new Map<string, number>()
-async function send(printer: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch({ ...farm, bridge: launch }, batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })]))
-  if (res.status !== 200) throw new Error(`${type}: ${res.status} ${res.text}`)
-  return res.json.events[0] as { outcome: string; reason?: string }
-}
+const events = new EventSender(farm, launch)
+const send = (printer: string, type: string, data: Record<string, unknown> = {}) => events.accepted(printer, type, data)
 
 async function onlinePrinter(): Promise<string> {
   const printer = await addPrinter(farm, 'host-a', { enabled: true })

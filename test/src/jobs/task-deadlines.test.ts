@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -69,7 +69,7 @@ async function openDispatch(env: Record<string, string>) {
       if (claim.status !== 200) throw new Error(`claim: ${claim.status} ${claim.text}`)
       return { ...d, claimGeneration: claim.json.claim_generation as string }
     },
-    reachesState: (taskId: string, state: string) => until(async () => (await api.task(taskId)).state === state, `task ${taskId} ${state}`, deadlineWaitMs),
+    reachesState: (taskId: string, state: string) => waitFor(async () => (await api.task(taskId)).state === state, `task ${taskId} ${state}`, deadlineWaitMs),
   }
   return api
 }

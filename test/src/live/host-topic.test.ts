@@ -14,7 +14,7 @@ import { bridgeScopes } from '../../../protocol/scopes.js'
 import { HostTaskFeed } from '../../../src/live/host-tasks.js'
 import { LiveHub } from '../../../src/live/hub.js'
 import { createLogger } from '../../../src/observability/log.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, EventSender, type Farm, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, signIn } from '../../helpers/http.js'
 import { connectLive, type Frame, type LiveClient } from '../../helpers/live.js'
@@ -40,11 +40,10 @@ async function uploadPlate(url: string, farm: Farm): Promise<string> {
 }
 
 /** Each printer's bridge numbers its own events. */
-const seqns = new Map<string, number>()
+const senders = new Map<Farm, EventSender>()
 async function send(farm: Farm, printer: string, hostId: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch(farm, batch(printer, [item(seqn, { type, data, hostId, eventId: `ev-${randomUUID()}` })], { hostId }))
+  if (!senders.has(farm)) senders.set(farm, new EventSender(farm))
+  const res = await senders.get(farm)!.post(printer, type, data, { hostId })
   if (res.status !== 200) throw new Error(`${type}: ${res.status} ${res.text}`)
   return res
 }

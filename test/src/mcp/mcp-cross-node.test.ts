@@ -20,7 +20,7 @@ import type { Client } from '@modelcontextprotocol/client'
 import { queueKey } from '../../../actors/queue-runtime.js'
 import { shardCount, shardOf } from '../../../actors/shard-directory.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, batch, EventSender, type Farm, openFarm, postBatch } from '../../helpers/bridge.js'
 import { childServiceEnv, freePort, startChildService, type ChildService } from '../../helpers/child-service.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, type HttpResult } from '../../helpers/http.js'
@@ -96,13 +96,12 @@ async function startCluster(): Promise<Cluster> {
 
 const cluster = shared ? await startCluster() : undefined
 
-const seqns = new Map<string, number>()
+let events: EventSender | undefined
 /** One event of `printer` posted through node A (retrying 503s), which must be applied. */
 async function send(printer: string, type: string, data: Record<string, unknown> = {}): Promise<void> {
   const { farmA } = cluster!
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const body = batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })])
+  events ??= new EventSender(farmA)
+  const body = events.next(printer, type, data)
   const res = await retry503(() => postBatch(farmA, body))
   if (res.status !== 200 || res.json.events?.[0]?.outcome !== 'applied') throw new Error(`${type} for ${printer}: ${res.status} ${res.text}`)
 }

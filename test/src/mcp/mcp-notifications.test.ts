@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, batch, EventSender, type Farm, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { connectAgent, heard, jsonOf, TestAuthProvider, waitFor } from '../../helpers/mcp.js'
@@ -20,12 +20,11 @@ const url = svc.url
 const farm = await openFarm(url)
 const admin = farm.admin
 
-const seqns = new Map<string, number>()
-async function send(f: Farm, printer: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch(f, batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })]))
-  if (res.status !== 200 || res.json.events?.[0]?.outcome !== 'applied') throw new Error(`${type}: ${res.status} ${res.text}`)
+const senders = new Map<Farm, EventSender>()
+/** One sender per farm (each printer belongs to one). */
+async function send(f: Farm, printer: string, type: string, data: Record<string, unknown> = {}): Promise<void> {
+  if (!senders.has(f)) senders.set(f, new EventSender(f))
+  await senders.get(f)!.applied(printer, type, data)
 }
 const printer = await addPrinter(farm, 'host-a', { enabled: true })
 await send(farm, printer, 'heartbeat')

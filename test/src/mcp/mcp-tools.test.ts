@@ -13,7 +13,7 @@ import { Ajv, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { Client } from '@modelcontextprotocol/client'
 import { bridgeScopes } from '../../../protocol/scopes.js'
-import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../helpers/bridge.js'
+import { addPrinter, EventSender, type Farm, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { connectAgent, TestAuthProvider } from '../../helpers/mcp.js'
@@ -40,14 +40,8 @@ const spool = await request(url, '/v1/inventory', { method: 'POST', headers: adm
 if (spool.status !== 201) throw new Error(`spool: ${spool.status} ${spool.text}`)
 const spoolId: string = spool.json.id
 
-const seqns = new Map<string, number>()
-async function send(printer: string, type: string, data: Record<string, unknown> = {}) {
-  const seqn = (seqns.get(printer) ?? -1) + 1
-  seqns.set(printer, seqn)
-  const res = await postBatch(bridge, batch(printer, [item(seqn, { type, data, eventId: `ev-${randomUUID()}` })]))
-  if (res.status !== 200 || res.json.events?.[0]?.outcome !== 'applied') throw new Error(`${type}: ${res.status} ${res.text}`)
-  return res
-}
+const events = new EventSender(bridge)
+const send = (printer: string, type: string, data: Record<string, unknown> = {}) => events.applied(printer, type, data)
 async function onlinePrinter(): Promise<string> {
   const printer = await addPrinter(farm, 'host-a', { enabled: true })
   await send(printer, 'heartbeat')

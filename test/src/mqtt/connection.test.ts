@@ -10,7 +10,7 @@ import { startService } from '../../../src/node/service.js'
 import { MqttPortInUse } from '../../../src/mqtt/embedded-broker.js'
 import { BrokerUnreachable } from '../../../src/mqtt/connection.js'
 import { request } from '../../helpers/http.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { captureLogger, startTestService, testEnv } from '../../helpers/service.js'
 
 const { logger } = captureLogger()
@@ -66,7 +66,7 @@ t.test("embedded broker - the service's own client is linked in process, and com
   await reconnected
   t.ok(client.connected, 'connected again over a new link')
   await client.publishAsync(topic, 'after', { qos: 1 })
-  await until(() => heard.length === 2, 'both publications heard')
+  await waitFor(() => heard.length === 2, 'both publications heard')
   t.same(heard, ['before', 'after'])
   const ready = await request(svc.url, '/readyz')
   t.same(ready.json.checks.broker, { ok: true, kind: 'embedded' })

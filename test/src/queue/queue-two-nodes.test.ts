@@ -20,7 +20,7 @@ import { addPrinter, batch, item, openFarm, postBatch, type Farm } from '../../h
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema } from '../../helpers/service.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { placementOf } from '../../../src/cluster/redis-shard-directory.js'
 import { queueKey } from '../../../actors/queue-runtime.js'
@@ -157,7 +157,7 @@ t.test('queue on two nodes - jobs created through both nodes are dispatched once
   const b = await start('node-b')
   const nodes = [a, b]
   const readiness = async (node: ChildService) => (await request(node.url, '/readyz', { timeoutMs: 2_000 })).json.checks.shards as { ok: boolean; owned: number; nodeId: string }
-  await until(async () => {
+  await waitFor(async () => {
     const states = await Promise.all(nodes.map(readiness))
     return states.every((r) => r.ok && r.owned === expectedShards(r.nodeId, ['node-a', 'node-b']))
   }, 'the leases to settle', 30_000)
@@ -216,7 +216,7 @@ t.test('queue on two nodes - jobs created through both nodes are dispatched once
     (await sql<{ queued: number; dispatching: number }[]>`
       select (count(*) filter (where status = 'queued'))::int as queued, (count(*) filter (where status = 'dispatching'))::int as dispatching
       from print_jobs where organization_id = ${orgId}`)[0]!
-  await until(async () => {
+  await waitFor(async () => {
     const now = await counts()
     if (now.queued === 0) return true
     if (now.dispatching === printerCount) await freeOne()
@@ -234,7 +234,7 @@ t.test('queue on two nodes - jobs created through both nodes are dispatched once
   // A pass logs just after its dispatch commits: the last line may trail the store by a moment.
   const taskCount = (await sql<{ n: number }[]>`select count(*)::int as n from printer_tasks where organization_id = ${orgId}`)[0]!.n
   const offeredIn = (list: readonly Pass[]) => list.reduce((sum, p) => sum + p.offered, 0)
-  await until(() => offeredIn(mine()) >= taskCount, 'the pass log lines of every stored task', 5_000).catch(() => undefined)
+  await waitFor(() => offeredIn(mine()) >= taskCount, 'the pass log lines of every stored task', 5_000).catch(() => undefined)
   const before = mine()
   t.ok(before.length > 0, `the passes were logged (${before.length})`)
   t.ok(before.every((p) => p.shard === shard), `every pass names the queue's shard ${shard}`)
@@ -257,9 +257,9 @@ t.test('queue on two nodes - jobs created through both nodes are dispatched once
   for (let i = 0; i < laterJobs; i++) later.push(await createJob(survivor, `after the kill ${i}`))
 
   // The survivor takes the shard once the lease has run out (its sweep and the shard-gained wake find the jobs).
-  await until(async () => (await count('queued')) === 0, 'the survivor to dispatch the jobs created after the kill', 30_000)
+  await waitFor(async () => (await count('queued')) === 0, 'the survivor to dispatch the jobs created after the kill', 30_000)
   const takeoverPasses = () => mine().filter((p) => p.node === survivorName && p.start >= killedAt)
-  await until(() => offeredIn(takeoverPasses()) >= laterJobs, "the survivor's pass log lines", 5_000).catch(() => undefined)
+  await waitFor(() => offeredIn(takeoverPasses()) >= laterJobs, "the survivor's pass log lines", 5_000).catch(() => undefined)
   const takeover = takeoverPasses()
   t.ok(takeover.length > 0, `the survivor ${survivorName} ran the queue after the kill`)
   t.ok(takeover.every((p) => p.token > owner.token), `with a higher token than the dead node's ${owner.token} (${[...new Set(takeover.map((p) => p.token))].join(', ')})`)

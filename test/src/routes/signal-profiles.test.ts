@@ -12,7 +12,8 @@ import { createHash, randomUUID } from 'node:crypto'
 import { request, signIn, type HttpResult } from '../../helpers/http.js'
 import { testAdmin } from '../../helpers/service.js'
 import { addPrinter, type Farm } from '../../helpers/bridge.js'
-import { assign, connectSimulator, getTarget, openDisplayFarm, publishedRevision, registerDisplay, until } from '../../helpers/displays.js'
+import { assign, connectSimulator, getTarget, openDisplayFarm, publishedRevision, registerDisplay } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { defaultDraft, type Draft } from '../../../protocol/signal-profile/draft.js'
 
 const farm = await openDisplayFarm(t)
@@ -297,7 +298,7 @@ t.test('roles: a member reads everything but every mutation is 403 ORG_ADMIN_REQ
   const display = await registerDisplay(farm)
   await connectSimulator(t, farm, display)
   t.equal((await assign(farm, display.id, { profileRevisionId: rev.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })).status, 200)
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   for (const path of ['/v1/mqtt/profiles', `/v1/mqtt/profiles/${p.id}`, `/v1/mqtt/profiles/${rev.profileId}/revisions`, `/v1/mqtt/revisions/${rev.id}`, '/v1/mqtt/displays', `/v1/mqtt/displays/${display.id}`, '/v1/mqtt/profile-targets', `/v1/mqtt/displays/${display.id}/profile`]) {
     const res = await call(path, 'GET', undefined, member)
     t.equal(res.status, 200, `member GET ${path}: 200`)
@@ -365,7 +366,7 @@ t.test("isolation: another organization's admin gets 404 for this organization's
   const display = await registerDisplay(farm)
   await connectSimulator(t, farm, display)
   t.equal((await assign(farm, display.id, { profileRevisionId: rev.id, expectedBindingEpoch: 1, expectedActivationGeneration: 0 })).status, 200)
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   const before = { profile: (await getProfile(profileId)).json, display: (await call(`/v1/mqtt/displays/${display.id}`)).json, target: (await getTarget(farm, display.id)).json }
   const draftRevision: number = before.profile.draftRevision
   for (const [who, headers] of actingAsB) {
@@ -506,7 +507,7 @@ t.test('assign fences: wrong epoch 409, wrong generation 409, another organizati
   t.same(first.json.desired, { activation_generation: 1, profile_revision_id: rev.id, sha256: rev.sha256 })
   t.ok((await call('/v1/mqtt/profile-targets')).json.some((x: { displayId: string }) => x.displayId === display.id), 'listed among the targets')
   refused(t, await assign(farm, display.id, body), 409, 'signal_profile_activation_conflict', 'generation 0 reused after the first assignment')
-  await until(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
+  await waitFor(async () => (await getTarget(farm, display.id)).json.status === 'device_applied', 'device_applied')
   t.equal(sim.active?.activation_generation, 1, 'the display runs generation 1')
   refused(t, await call(`/v1/mqtt/displays/${display.id}/profile/retry`, 'POST', {}), 409, 'signal_profile_target_healthy', 'retry on an applied target')
   t.equal((await getTarget(farm, display.id)).json.status, 'device_applied', 'the target is unchanged')

@@ -7,7 +7,7 @@ import t from 'tap'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { runBridgeSim, type BridgeSimIo } from '../../../src/simulators/bridge-sim-cli.js'
 import { addPrinter, openFarm } from '../../helpers/bridge.js'
-import { until } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
@@ -48,10 +48,10 @@ t.test('bridge-sim - takes a dispatched job from offer to finish and logs each s
   const run = io(new Promise<void>((resolve) => (stop = resolve)))
   t.teardown(() => stop())
   const exited = runBridgeSim(['--url', svc.url, '--key', key.json.key, '--host', 'host-sim', '--print-ms', '100', '--poll-ms', '100'], run.io)
-  await until(() => run.lines().some((l) => l['event'] === 'ready'), 'the bridge to read its printers')
+  await waitFor(() => run.lines().some((l) => l['event'] === 'ready'), 'the bridge to read its printers')
   const job = await request(svc.url, '/v1/print-jobs/create', { method: 'POST', headers: farm.admin, body: { name: 'sim', model_file_id: fileId } })
-  await until(async () => (await request(svc.url, `/v1/print-jobs/${job.json.id}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })).status === 200, 'the printer to be online')
-  await until(() => run.lines().some((l) => l['event'] === 'finished' && l['job'] === job.json.id), 'the print to finish')
+  await waitFor(async () => (await request(svc.url, `/v1/print-jobs/${job.json.id}/assign`, { method: 'POST', headers: farm.admin, body: { printer_id: printer } })).status === 200, 'the printer to be online')
+  await waitFor(() => run.lines().some((l) => l['event'] === 'finished' && l['job'] === job.json.id), 'the print to finish')
   stop()
   t.equal(await exited, 0)
   const steps = run.lines().filter((l) => l['job'] === job.json.id).map((l) => l['event'])

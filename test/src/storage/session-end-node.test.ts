@@ -14,7 +14,8 @@ import postgres from 'postgres'
 import { bridgeScopes } from '../../../protocol/scopes.js'
 import { addPrinter, batch, item, openFarm, type Farm } from '../../helpers/bridge.js'
 import { childServiceEnv, freePort, startChildService } from '../../helpers/child-service.js'
-import { assign, getDisplay, publishedRevision, registerDisplay, simulatorOptions, until } from '../../helpers/displays.js'
+import { assign, getDisplay, publishedRevision, registerDisplay, simulatorOptions } from '../../helpers/displays.js'
+import { waitFor } from '../../helpers/poll.js'
 import { DisplaySimulator } from '../../../src/simulators/display-sim.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, type HttpResult } from '../../helpers/http.js'
@@ -42,7 +43,7 @@ t.test('session end - PostgreSQL ending every session of the node mid-ingest, mi
   // The display itself, on the node's embedded broker: an assignment needs its advertised capability.
   const device = await DisplaySimulator.connect(simulatorOptions({ ...farm, brokerUrl: `mqtt://127.0.0.1:${mqttPort}` }, display))
   t.teardown(() => device.close())
-  await until(async () => (await getDisplay(farm, display.id)).json.capabilitiesReportedAt !== null, 'the display advertised its capabilities')
+  await waitFor(async () => (await getDisplay(farm, display.id)).json.capabilitiesReportedAt !== null, 'the display advertised its capabilities')
   const modelId = await createModel(node.url, farm.admin)
   const fileId: string = (await upload(node.url, farm.admin, modelId, { name: 'plate.3mf', bytes: bambuThreeMf() })).json.id
 
@@ -82,7 +83,7 @@ t.test('session end - PostgreSQL ending every session of the node mid-ingest, mi
     t.equal(assigned.status, 200, `assigned: ${assigned.text}`)
     const taskId: string = assigned.json.task.id
     // A flush inside its transaction (a session of the node with a transaction open), then end them all at once.
-    await until(async () => (await admin<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${applicationName} and xact_start is not null`)[0]!.n > 0, 'a transaction of the node')
+    await waitFor(async () => (await admin<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${applicationName} and xact_start is not null`)[0]!.n > 0, 'a transaction of the node')
     const claim = request(node.url, `/v1/printer-tasks/${taskId}/claim`, { method: 'POST', headers: bridge.bridge, body: { hostId: 'host-a', assignmentEpoch: 1 } }).catch(() => undefined)
     const assignment = assign(farm, display.id, { profileRevisionId: revision.id, expectedBindingEpoch: display.bindingEpoch, expectedActivationGeneration: round }).catch(() => undefined)
     const [ended] = await admin<{ n: number }[]>`select count(*)::int as n from (select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${applicationName}) ended`
@@ -101,7 +102,7 @@ t.test('session end - PostgreSQL ending every session of the node mid-ingest, mi
     }
     const target = await retried(() => request(node.url, `/v1/mqtt/displays/${display.id}/profile`, { headers: farm.admin }), 'display target')
     t.equal(target.json.desired?.activation_generation, round + 1, `round ${round}: the display's assignment was stored once`)
-    await until(async () => (await request(node.url, '/readyz').catch(() => undefined))?.status === 200, `round ${round}: /readyz answers 200 again`, 15_000)
+    await waitFor(async () => (await request(node.url, '/readyz').catch(() => undefined))?.status === 200, `round ${round}: /readyz answers 200 again`, 15_000)
   }
   ingesting = false
   await Promise.all(bridges)
