@@ -80,7 +80,7 @@ export function captureLogger(level: 'debug' | 'info' = 'info'): { logger: Logge
  * by the tests that pass their own DATA_DIR or start the CLI, and by CI's `npm start` smoke test.
  */
 let clusterTemplate: Promise<string> | undefined
-async function copyFreshCluster(dataDir: string): Promise<void> {
+export async function copyFreshCluster(dataDir: string): Promise<void> {
   clusterTemplate ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), 'printfarm-pglite-template-'))
     process.on('exit', () => rmSync(dir, { recursive: true, force: true }))

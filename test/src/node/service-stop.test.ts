@@ -4,11 +4,11 @@
  * process's resources are counted, and no other test may come and go meanwhile.
  */
 import t from 'tap'
-import { addPrinter, batch, item, openFarm, postBatch } from '../helpers/bridge.js'
-import { SimulatedClock } from '../helpers/clock.js'
-import { waitFor } from '../helpers/poll.js'
-import { request } from '../helpers/http.js'
-import { startTestService } from '../helpers/service.js'
+import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/bridge.js'
+import { SimulatedClock } from '../../helpers/clock.js'
+import { waitFor } from '../../helpers/poll.js'
+import { request } from '../../helpers/http.js'
+import { startTestService } from '../../helpers/service.js'
 
 /** The process's timers, sockets and servers, by kind. */
 function activeResources(): Map<string, number> {
