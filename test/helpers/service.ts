@@ -4,7 +4,7 @@
  * file gets its own PostgreSQL schema, dropped afterwards; without it, an
  * embedded PGlite in a temporary DATA_DIR.
  */
-import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -74,19 +74,30 @@ export function captureLogger(level: 'debug' | 'info' = 'info'): { logger: Logge
 
 /**
  * Embedded runs: a service's first start on an empty DATA_DIR creates its PGlite cluster (initdb,
- * about 2 s of CPU, most of a test's start). A test that only needs an empty store gets a copy of
- * a cluster made once per test process instead: initdb only, so migrations, the first admin and
- * everything else still happen at its start. The first start on an empty directory stays covered
- * by the tests that pass their own DATA_DIR or start the CLI, and by CI's `npm start` smoke test.
+ * about 5 s on this machine, most of a test file's start). A test that only needs an empty store gets
+ * a copy of a cluster made once per machine and PGlite version instead, kept in the temporary folder
+ * (about 40 MB): initdb only, so migrations, the first admin and everything else still happen at its
+ * start. Test processes that find none race to make it; each builds its own and renames it into
+ * place, and a loser uses the winner's (a rename is atomic, so a half-made template is never seen).
+ * The first start on an empty directory stays covered by the tests that pass their own DATA_DIR or
+ * start the CLI, and by CI's `npm start` smoke test.
  */
 let clusterTemplate: Promise<string> | undefined
+const pgliteVersion = (JSON.parse(readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8')) as { version: string }).version
 export async function copyFreshCluster(dataDir: string): Promise<void> {
   clusterTemplate ??= (async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'printfarm-pglite-template-'))
-    process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
-    const db = await PGlite.create(join(dir, 'pglite'))
+    const template = join(tmpdir(), `printfarm-pglite-template-${pgliteVersion}`)
+    if (existsSync(join(template, 'PG_VERSION'))) return template
+    const building = mkdtempSync(join(tmpdir(), 'printfarm-pglite-building-'))
+    const db = await PGlite.create(join(building, 'pglite'))
     await db.close()
-    return join(dir, 'pglite')
+    try {
+      renameSync(join(building, 'pglite'), template)
+    } catch {
+      // Another test process put its template there first: the same initdb, use it.
+    }
+    rmSync(building, { recursive: true, force: true })
+    return template
   })()
   cpSync(await clusterTemplate, join(dataDir, 'pglite'), { recursive: true })
 }
