@@ -16,6 +16,10 @@
  * never revoked: the run never sends its refresh token or password, and never
  * names its own API key in a path.
  *
+ * Then the isolation check of test/helpers/isolation.ts on this service, after
+ * all that: every id field of a body or query, given another organization's
+ * resource instead of the caller's own, answers 404.
+ *
  * Last, a display publishes messages with a lone surrogate escape over MQTT:
  * each must be dropped, and the service must keep answering.
  */
@@ -33,6 +37,7 @@ import { casesFor, operationsOf, resourceOf, type FuzzCase, type Operation, type
 import { addressLike, fillFreshFields, hasFreshFields, isObject, loopback, seededRandom, seedFor, type Json } from '../helpers/fuzz-inputs.js'
 import { hostileForms, sendRaw } from '../helpers/hostile-forms.js'
 import { request, signIn } from '../helpers/http.js'
+import { crossOrganizationIds, twoOrganizations } from '../helpers/isolation.js'
 import { startMosquitto } from '../helpers/mosquitto.js'
 import { startTestService, testAdmin } from '../helpers/service.js'
 
@@ -272,6 +277,11 @@ for (const op of multipartOperations) {
     }, 'no stored bytes are left without a file row')
   })
 }
+
+t.test("fuzz - isolation: after the hostile requests, every id field of the document given another organization's resource answers 404", async (t) => {
+  const { a, b } = await twoOrganizations(url)
+  await crossOrganizationIds(t, url, a, b)
+})
 
 t.test('fuzz - a display message with a lone surrogate escape is dropped; the service stays up', async (t) => {
   const farm = await openDisplayFarm(t)
