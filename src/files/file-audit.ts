@@ -14,7 +14,7 @@ import type { Sql } from 'postgres'
 import type { Logger } from '../observability/log.js'
 import { assertObjectKey, type FileStore } from './file-store.js'
 import type { FileRow } from './file-records.js'
-import type { ModelStore } from './model-store.js'
+import type { ModelStore } from '../models/model-store.js'
 
 export const uploadSettleMs = 15 * 60_000
 

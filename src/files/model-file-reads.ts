@@ -9,7 +9,8 @@ import { ServiceError } from '../../protocol/errors.js'
 import { commaValues, type ModelFileList, type ModelFileListQuery } from '../../protocol/schemas/model-files.js'
 import type { FileRecord } from '../../protocol/schemas/models.js'
 import { fileNotFound, fileRecordOf, type FileRow } from './file-records.js'
-import { escapeLike, type ModelStore } from './model-store.js'
+import { type ModelStore } from '../models/model-store.js'
+import { escapeLike } from '../storage/like.js'
 
 export class ModelFileReads {
   readonly #sql: Sql

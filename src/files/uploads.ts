@@ -24,7 +24,7 @@ import type { MetricsRegistry } from '../observability/metrics.js'
 import { extractMetadata } from './extract-metadata.js'
 import { FileRecords, fileRecordOf } from './file-records.js'
 import { FileStoreError, type FileStore } from './file-store.js'
-import type { ModelStore } from './model-store.js'
+import type { ModelStore } from '../models/model-store.js'
 
 export interface UploadRequest {
   organizationId: string

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto'
 import type { Sql, TransactionSql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import type { AdjustmentBody, AdjustmentResult, CreateSpoolBody, LedgerEntry, LedgerQuery, Spool, SpoolListQuery, UpdateSpoolBody } from '../../protocol/schemas/inventory.js'
-import { escapeLike } from '../files/model-store.js'
+import { escapeLike } from '../storage/like.js'
 import { ledgerEntryOf, maxSpoolGrams, roundGrams, writeLedgerEntry, type LedgerRow } from './spool-ledger.js'
 
 interface SpoolRow {

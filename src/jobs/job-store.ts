@@ -15,7 +15,7 @@ import { isActive, nextJobStatus, type PrintJobEvent } from '../../machines/prin
 import { ServiceError } from '../../protocol/errors.js'
 import type { Principal } from '../http/route.js'
 import type { CreatePrintJobBody, JobStatus, PrintJob, PrintJobListBody, PrintJobStatusBody, TaskCommand } from '../../protocol/schemas/print-jobs.js'
-import { escapeLike } from '../files/model-store.js'
+import { escapeLike } from '../storage/like.js'
 import { jobOf, type JobRow } from './job-records.js'
 import { requiredMaterialsOf, type FileFacts, type MakeMaterial } from './requirements.js'
 

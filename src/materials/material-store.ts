@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import type { CreateMaterialBody, Material, MaterialListQuery, UpdateMaterialBody } from '../../protocol/schemas/materials.js'
-import { escapeLike } from '../files/model-store.js'
+import { escapeLike } from '../storage/like.js'
 
 interface MaterialRow {
   id: string

@@ -9,6 +9,7 @@ import { ServiceError } from '../../protocol/errors.js'
 import { metadataLimitBytes, type CreateModelBody, type ModelListQuery, type ModelRecord, type UpdateModelBody } from '../../protocol/schemas/models.js'
 import type { Sql } from 'postgres'
 import type { Queryable } from '../storage/database.js'
+import { escapeLike } from '../storage/like.js'
 
 interface ModelRow {
   id: string
@@ -138,11 +139,6 @@ function boundedMetadata(metadata: Record<string, unknown>): Record<string, unkn
     throw new ServiceError('validation_failed', 'metadata.tags must be an array of at most 64 strings of 1-64 characters')
   }
   return metadata
-}
-
-/** LIKE's wildcards taken literally (backslash is PostgreSQL's default LIKE escape). */
-export function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`)
 }
 
 function modelOf(row: ModelRow): ModelRecord {
