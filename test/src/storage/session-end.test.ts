@@ -73,13 +73,19 @@ if (url === undefined) {
   t.test('queries queued in a transaction behind a full pipeline all settle when its session ends', async (t) => {
     const { sql, name } = pool(t)
     let queued: Promise<string>[] = []
+    let inside: () => void = () => undefined
+    const begun = new Promise<void>((resolve) => (inside = resolve))
     const outcome = sql.begin(async (tx) => {
       queued = Array.from({ length: 250 }, () => tx`select pg_sleep(0.01)`.then(
         () => 'answered',
         () => 'rejected',
       ))
+      inside()
       await Promise.all(queued)
     })
+    // The session is ended once the transaction has begun and queued its queries (on a loaded machine BEGIN can
+    // take longer than a turn: ended before it, the test saw no query at all).
+    await begun
     await settle()
     await terminateAll(name)
     await t.rejects(outcome)
