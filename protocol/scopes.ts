@@ -34,18 +34,23 @@ export type Scope = (typeof consentScopes)[number]
  */
 export const bridgeOnlyScopes = ['host:pair', 'print:launch'] as const satisfies readonly Scope[]
 
+/** Whether a scope is one of the bridge-only scopes. */
+export function isBridgeOnly(scope: string): boolean {
+  return (bridgeOnlyScopes as readonly string[]).includes(scope)
+}
+
 /** OAuth client scopes (17): the consent scopes without host:pair and print:launch. */
-export const clientScopes = consentScopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+export const clientScopes = consentScopes.filter((s) => !isBridgeOnly(s))
 
 /** Whether a set of granted scopes holds one of the bridge-only scopes. */
 export function holdsBridgeScope(scopes: Iterable<string>): boolean {
-  for (const s of scopes) if ((bridgeOnlyScopes as readonly string[]).includes(s)) return true
+  for (const s of scopes) if (isBridgeOnly(s)) return true
   return false
 }
 
 /** The scopes a person with `role` may hold: the bridge-only scopes are an admin's. */
 export function scopesForRole(scopes: readonly string[], role: 'admin' | 'member'): string[] {
-  return role === 'admin' ? [...scopes] : scopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+  return role === 'admin' ? [...scopes] : scopes.filter((s) => !isBridgeOnly(s))
 }
 
 /**

@@ -25,7 +25,7 @@ import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
 import { redirectUriMatches } from '../../protocol/redirect-uris.js'
 import type { AuthorizeQuery, SessionHandoffBody } from '../../protocol/schemas/oauth.js'
-import { bridgeOnlyScopes, isScope, scopesForRole } from '../../protocol/scopes.js'
+import { bridgeOnlyScopes, isBridgeOnly, isScope, scopesForRole } from '../../protocol/scopes.js'
 import { chooseOrganization } from '../auth/authenticate.js'
 import { membershipsOf } from '../auth/accounts.js'
 import type { Logger } from '../observability/log.js'
@@ -81,10 +81,10 @@ export function narrowScopes(asked: string | undefined, allowed: readonly string
  * bridge-only ones (an admin) is decided when the code is issued, for the organization chosen then.
  */
 function grantable(clientScopes: readonly string[], resource: string): string[] {
-  return resource === '' ? [...clientScopes] : clientScopes.filter((s) => !(bridgeOnlyScopes as readonly string[]).includes(s))
+  return resource === '' ? [...clientScopes] : clientScopes.filter((s) => !isBridgeOnly(s))
 }
 
-const adminOnly = `${bridgeOnlyScopes.join(' and ')} let an application act as a bridge of the farm: only an admin of the organization can allow them`
+export const adminOnly = `${bridgeOnlyScopes.join(' and ')} let an application act as a bridge of the farm: only an admin of the organization can allow them`
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x) => b.includes(x))

@@ -22,7 +22,7 @@ import type { Logger } from '../observability/log.js'
 import type { Queryable } from '../storage/database.js'
 import type { OAuthAccessTokens } from './access-tokens.js'
 import type { AgentIdentities } from './agent-identity.js'
-import { narrowScopes, verifierMatches } from './authorization.js'
+import { adminOnly, narrowScopes, verifierMatches } from './authorization.js'
 import { holdsBridgeScope, scopesForRole } from '../../protocol/scopes.js'
 import { revokeFamily } from './families.js'
 import type { GrantClient, OAuthClientStore } from './client-store.js'
@@ -182,7 +182,7 @@ export class TokenEndpoint {
     const scopes = grant.scopes.filter((s) => client.scopes.includes(s))
     if (scopes.length === 0) throw new ServiceError('invalid_scope', 'the client may no longer have any of the scopes granted')
     const allowed = scopesForRole(scopes, member.role)
-    if (allowed.length === 0) throw new ServiceError('invalid_scope', 'only an admin of the organization may hold host:pair and print:launch, and nothing else was granted')
+    if (allowed.length === 0) throw new ServiceError('invalid_scope', `${adminOnly}, and nothing else was granted`)
     return { grant: { ...grant, scopes }, allowed }
   }
 
