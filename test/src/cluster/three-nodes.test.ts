@@ -59,7 +59,16 @@ async function cluster(t: TestContext, extraEnv: Record<string, string> = {}) {
     const ids = states.map((r) => r.nodeId)
     return states.every((r) => r.ok && r.owned === expectedShards(r.nodeId, ids))
   }
-  return { start, nodes, sql, readiness, metrics, settled }
+  /**
+   * The three nodes: the first alone (it migrates the schema, seals the keyring and creates the first
+   * admin), then the other two at once, as a deployment scaled out.
+   */
+  const startThree = async (): Promise<[ChildService, ChildService, ChildService]> => {
+    const first = await start('node-a')
+    const [second, third] = await Promise.all([start('node-b'), start('node-c')])
+    return [first, second, third]
+  }
+  return { start, startThree, nodes, sql, readiness, metrics, settled }
 }
 
 /**
@@ -110,7 +119,7 @@ async function assertStoredExactlyOnce(t: Tap, sql: postgres.Sql, printers: stri
 
 t.test('three nodes - the shards spread over the nodes, each node answers for every printer (forwarding to the owner), and /metrics shows it', async (t) => {
   const c = await cluster(t)
-  const nodes = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
+  const nodes = await c.startThree()
   await waitFor(() => c.settled(nodes), 'the leases to settle', 30_000)
   // And every node's owner table has caught up with the last moves (a round is a fifth of the lease).
   await new Promise((r) => setTimeout(r, leaseMs / 2))
@@ -140,9 +149,7 @@ t.test('three nodes - the shards spread over the nodes, each node answers for ev
 
 t.test('three nodes - SIGKILL of a node during ingestion: its shards move after the lease, bridge retries succeed, every acknowledged event is stored exactly once', async (t) => {
   const c = await cluster(t)
-  const a = await c.start('node-a')
-  const b = await c.start('node-b')
-  const victim = await c.start('node-c')
+  const [a, b, victim] = await c.startThree()
   await waitFor(() => c.settled([a, b, victim]), 'the leases to settle', 30_000)
   const farm = await openFarm(a.url)
   const printers = await Promise.all(Array.from({ length: 8 }, () => addPrinter(farm)))
@@ -164,9 +171,7 @@ t.test('three nodes - SIGKILL of a node during ingestion: its shards move after 
 
 t.test("three nodes - SIGSTOP of an owner past its lease, then SIGCONT: the others take its shards, it gives them up, and nothing it held is written twice or lost", async (t) => {
   const c = await cluster(t)
-  const a = await c.start('node-a')
-  const b = await c.start('node-b')
-  const stalled = await c.start('node-c')
+  const [a, b, stalled] = await c.startThree()
   await waitFor(() => c.settled([a, b, stalled]), 'the leases to settle', 30_000)
   const farm = await openFarm(a.url)
   const printers = await Promise.all(Array.from({ length: 8 }, () => addPrinter(farm)))
@@ -200,7 +205,7 @@ t.test("three nodes - SIGSTOP of an owner past its lease, then SIGCONT: the othe
 t.test('three nodes - a rolling restart (SIGTERM, start again, one node at a time) loses nothing', async (t) => {
   const c = await cluster(t)
   const names = ['node-a', 'node-b', 'node-c']
-  const live: (ChildService | undefined)[] = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
+  const live: (ChildService | undefined)[] = await c.startThree()
   await waitFor(() => c.settled(live as ChildService[]), 'the leases to settle', 30_000)
   const farm = await openFarm(live[0]!.url)
   const printers = await Promise.all(Array.from({ length: 6 }, () => addPrinter(farm)))
@@ -228,7 +233,7 @@ t.test('three nodes - display activations continue after their owner dies: the n
   await setupServiceLogin(mosquitto.url(mosquitto.admin.username, mosquitto.admin.password), service)
   const c = await cluster(t, { MQTT_URL: mosquitto.url(service.username, service.password), MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' })
   const names = ['node-a', 'node-b', 'node-c']
-  const all = [await c.start('node-a'), await c.start('node-b'), await c.start('node-c')]
+  const all = await c.startThree()
   await waitFor(() => c.settled(all), 'the leases to settle', 30_000)
   const farm = await openFarm(all[0]!.url)
   const printers = [await addPrinter(farm), await addPrinter(farm)]
