@@ -41,17 +41,22 @@ export class Sessions {
   readonly #issuer: string
   readonly #audience: string
   /** Nothing revokes a session access token before its expiry (sign-out and password changes end the refresh tokens). */
-  readonly #verified = new VerifiedTokens<AccessClaims>()
+  readonly #verified: VerifiedTokens<AccessClaims>
+  /** The node's clock: tokens are issued and checked, and refresh tokens expire, on its time. */
+  readonly #now: () => number
 
-  constructor(sql: Sql, keyring: Keyring, issuer: string) {
+  constructor(sql: Sql, keyring: Keyring, issuer: string, now: () => number) {
     this.#sql = sql
     this.#keyring = keyring
     this.#issuer = issuer
     this.#audience = `${issuer}/v1`
+    this.#now = now
+    this.#verified = new VerifiedTokens(now)
   }
 
   async accessToken(userId: string): Promise<string> {
     const { kid, key } = this.#keyring.signingKey()
+    const issuedAt = Math.floor(this.#now() / 1000)
     // typ at+jwt (RFC 9068) keeps an ID token or other JWT from being replayed as an access token.
     return new SignJWT({ token_use: 'session' })
       .setProtectedHeader({ alg: signingAlgorithm, kid, typ: 'at+jwt' })
@@ -59,8 +64,8 @@ export class Sessions {
       .setAudience(this.#audience)
       .setSubject(userId)
       .setJti(randomUUID())
-      .setIssuedAt()
-      .setExpirationTime(`${accessTokenTtlSeconds}s`)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(issuedAt + accessTokenTtlSeconds)
       .sign(key)
   }
 
@@ -81,6 +86,7 @@ export class Sessions {
         algorithms: [signingAlgorithm],
         typ: 'at+jwt',
         requiredClaims: ['sub', 'exp', 'jti'],
+        currentDate: new Date(this.#now()),
       })
       if (payload['token_use'] !== 'session') throw new ServiceError('unauthorized', 'the bearer token is not a session access token')
       return { userId: payload.sub!, tokenId: payload.jti!, expiresAt: payload.exp! }
@@ -99,6 +105,7 @@ export class Sessions {
 
   async refresh(presented: string): Promise<TokenPair> {
     const hash = hashSecret(presented)
+    const now = new Date(this.#now())
     const outcome = await this.#sql.begin(async (tx) => {
       // The account is locked before the token, in the order setPassword locks them: a refresh racing a
       // password change either commits first (and its new token is revoked with the rest) or sees the revocation.
@@ -106,16 +113,16 @@ export class Sessions {
       if (owner === undefined) return { kind: 'invalid' as const }
       await tx`select 1 from users where id = ${owner.user_id} for share`
       const [row] = await tx<{ id: string; family_id: string; user_id: string; expired: boolean; rotated: boolean; revoked: boolean }[]>`
-        select id, family_id, user_id, expires_at <= now() as expired, rotated_at is not null as rotated, revoked_at is not null as revoked
+        select id, family_id, user_id, expires_at <= ${now} as expired, rotated_at is not null as rotated, revoked_at is not null as revoked
         from refresh_tokens where token_hash = ${hash} for update`
       if (row === undefined || row.revoked) return { kind: 'invalid' as const }
       if (row.rotated) {
         // Reuse of a rotated token: committed before answering, so the revocation sticks.
-        await tx`update refresh_tokens set revoked_at = now() where family_id = ${row.family_id} and revoked_at is null`
+        await tx`update refresh_tokens set revoked_at = ${now} where family_id = ${row.family_id} and revoked_at is null`
         return { kind: 'reused' as const }
       }
       if (row.expired) return { kind: 'expired' as const }
-      await tx`update refresh_tokens set rotated_at = now() where id = ${row.id}`
+      await tx`update refresh_tokens set rotated_at = ${now} where id = ${row.id}`
       const next = await this.#insertRefresh(tx, row.user_id, row.family_id)
       return { kind: 'rotated' as const, userId: row.user_id, next }
     })
@@ -134,7 +141,7 @@ export class Sessions {
   /** Ends the sign-in the token belongs to (its whole family). Unknown tokens are ignored: logout is idempotent. */
   async logout(presented: string): Promise<void> {
     await this.#sql`
-      update refresh_tokens set revoked_at = now()
+      update refresh_tokens set revoked_at = ${new Date(this.#now())}
       where family_id = (select family_id from refresh_tokens where token_hash = ${hashSecret(presented)})
         and revoked_at is null`
   }
@@ -143,7 +150,7 @@ export class Sessions {
     const secret = refreshPrefix + randomBytes(32).toString('base64url')
     await sql`
       insert into refresh_tokens (family_id, user_id, token_hash, expires_at)
-      values (${familyId}, ${userId}, ${hashSecret(secret)}, now() + make_interval(secs => ${refreshTokenTtlSeconds}))`
+      values (${familyId}, ${userId}, ${hashSecret(secret)}, ${new Date(this.#now())}::timestamptz + make_interval(secs => ${refreshTokenTtlSeconds}))`
     return secret
   }
 

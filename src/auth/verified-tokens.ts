@@ -11,12 +11,18 @@ const kept = 5_000
 
 export class VerifiedTokens<Claims extends { expiresAt: number }> {
   readonly #claims = new Map<string, Claims>()
+  readonly #now: () => number
+
+  /** `now`: the node's clock (milliseconds since the epoch). */
+  constructor(now: () => number) {
+    this.#now = now
+  }
 
   /** The remembered claims, 'expired' once their time is up (and forgotten), undefined when not known. */
   lookup(key: string): Claims | 'expired' | undefined {
     const known = this.#claims.get(key)
     if (known === undefined) return undefined
-    if (known.expiresAt > Math.floor(Date.now() / 1000)) return known
+    if (known.expiresAt > Math.floor(this.#now() / 1000)) return known
     this.#claims.delete(key)
     return 'expired'
   }

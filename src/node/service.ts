@@ -159,9 +159,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
   const parts = new StartedParts(logger)
   try {
     const core = await startCore(config, logger, parts, options.clock ?? systemClock)
-    const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl)
+    const now = () => core.clock.now()
+    const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl, now)
     const apiKeyCache = new ApiKeyCache(core.db.sql)
-    const oauthTokens = new OAuthAccessTokens(core.keyring, config.publicBaseUrl, config.oauthAccessTtlSeconds)
+    const oauthTokens = new OAuthAccessTokens(core.keyring, config.publicBaseUrl, config.oauthAccessTtlSeconds, now)
     const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache, oauthTokens)
     const live = await startLive(config, logger, core, authenticate, sessions, parts)
     const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
@@ -349,7 +350,7 @@ function wireServices(
   const printerReads = new PrinterReads(db, core.clock)
   const oauthClients = new OAuthClientStore(db.sql, logger)
   const resources = new Resources(config.publicBaseUrl)
-  const agents = new AgentIdentities(db.sql, core.keyring, shared.oauthTokens, resources, { claimTtlSeconds: config.agentClaimTtlSeconds, assertionTtlSeconds: config.oauthRefreshTtlSeconds }, logger)
+  const agents = new AgentIdentities(db.sql, core.keyring, shared.oauthTokens, resources, { claimTtlSeconds: config.agentClaimTtlSeconds, assertionTtlSeconds: config.oauthRefreshTtlSeconds }, logger, () => core.clock.now())
   return {
     config,
     logger,
@@ -391,9 +392,9 @@ function wireServices(
     oauthServer: {
       resources,
       authorization: new Authorization(db.sql, oauthClients, resources, config.publicBaseUrl, config.oauthCodeTtlSeconds, logger, core.sealedBox.derivedKeys('oauth-consent'), () => core.clock.now()),
-      tokens: new TokenEndpoint(db.sql, { clients: oauthClients, tokens: shared.oauthTokens, resources, agents }, config.oauthRefreshTtlSeconds, logger),
+      tokens: new TokenEndpoint(db.sql, { clients: oauthClients, tokens: shared.oauthTokens, resources, agents }, config.oauthRefreshTtlSeconds, logger, () => core.clock.now()),
       agents,
-      authorizations: new Authorizations(db.sql, logger),
+      authorizations: new Authorizations(db.sql, logger, () => core.clock.now()),
       failures: new FailureLimiter({ limit: config.oauthFailuresPerAddress, windowMs: loginFailureWindowMs }),
       agentStarts: new FailureLimiter({ limit: config.agentIdentitiesPerAddress, windowMs: loginFailureWindowMs }),
     },

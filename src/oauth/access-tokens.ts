@@ -49,12 +49,16 @@ export class OAuthAccessTokens {
   readonly #issuer: string
   readonly #ttlSeconds: number
   /** Signature and claims only: revocation, the client and the person's membership are read on every request (oauthStanding). */
-  readonly #verified = new VerifiedTokens<OAuthClaims>()
+  readonly #verified: VerifiedTokens<OAuthClaims>
+  /** The node's clock: tokens are issued and checked on its time. */
+  readonly #now: () => number
 
-  constructor(keyring: Keyring, issuer: string, ttlSeconds: number) {
+  constructor(keyring: Keyring, issuer: string, ttlSeconds: number, now: () => number) {
     this.#keyring = keyring
     this.#issuer = issuer
     this.#ttlSeconds = ttlSeconds
+    this.#now = now
+    this.#verified = new VerifiedTokens(now)
   }
 
   /** The API's own resource identifier: the audience of a token asked for without `resource`. */
@@ -67,14 +71,15 @@ export class OAuthAccessTokens {
     const tokenId = randomUUID()
     const claims: Record<string, string> = { token_use: 'oauth', client_id: grant.clientId, organization_id: grant.organizationId, scope: grant.scopes.join(' ') }
     if (grant.bridgeGrant !== undefined) claims['bridge_grant'] = grant.bridgeGrant
+    const issuedAt = Math.floor(this.#now() / 1000)
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: signingAlgorithm, kid, typ: 'at+jwt' })
       .setIssuer(this.#issuer)
       .setAudience(grant.audience ?? this.#issuer)
       .setSubject(grant.userId)
       .setJti(tokenId)
-      .setIssuedAt()
-      .setExpirationTime(`${this.#ttlSeconds}s`)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(issuedAt + this.#ttlSeconds)
       .sign(key)
     return { token, tokenId, expiresIn: this.#ttlSeconds }
   }
@@ -87,6 +92,7 @@ export class OAuthAccessTokens {
         algorithms: [signingAlgorithm],
         typ: 'at+jwt',
         requiredClaims: ['sub', 'exp', 'jti', 'client_id', 'organization_id', 'scope'],
+        currentDate: new Date(this.#now()),
       })
       if (payload['token_use'] !== 'oauth' || typeof payload['client_id'] !== 'string' || typeof payload['organization_id'] !== 'string') return undefined
       return {
@@ -123,6 +129,7 @@ export class OAuthAccessTokens {
         algorithms: [signingAlgorithm],
         typ: 'at+jwt',
         requiredClaims: ['sub', 'exp', 'jti', 'client_id', 'organization_id', 'scope'],
+        currentDate: new Date(this.#now()),
       })
       if (payload['token_use'] !== 'oauth' || typeof payload['client_id'] !== 'string' || typeof payload['organization_id'] !== 'string' || typeof payload['scope'] !== 'string') {
         throw new ServiceError('unauthorized', 'the bearer token is not an OAuth access token of this service')

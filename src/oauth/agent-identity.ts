@@ -64,8 +64,11 @@ export class AgentIdentities {
   readonly #issuer: string
   readonly #lifetimes: AgentLifetimes
   readonly #logger: Logger
+  /** The node's clock: claims and assertions expire on its time. */
+  readonly #now: () => number
 
-  constructor(sql: Sql, keyring: Keyring, tokens: OAuthAccessTokens, resources: Resources, lifetimes: AgentLifetimes, logger: Logger) {
+  constructor(sql: Sql, keyring: Keyring, tokens: OAuthAccessTokens, resources: Resources, lifetimes: AgentLifetimes, logger: Logger, now: () => number) {
+    this.#now = now
     this.#sql = sql
     this.#keyring = keyring
     this.#tokens = tokens
@@ -90,10 +93,10 @@ export class AgentIdentities {
     const [row] = await this.#sql<{ claim_expires_at: Date }[]>`
       insert into agent_identities (id, agent_id, type, login_hint, claim_hash, claim_expires_at, created_from)
       values (${randomUUID()}, ${agentId}, ${body.type}, ${body.login_hint ?? null}, ${sha256(claimToken)},
-              now() + make_interval(secs => ${this.#lifetimes.claimTtlSeconds}), ${from})
+              ${new Date(this.#now())}::timestamptz + make_interval(secs => ${this.#lifetimes.claimTtlSeconds}), ${from})
       returning claim_expires_at`
     this.#logger.info('agent identity created', { agentId, type: body.type, from })
-    pruneExpiredGrants(this.#sql, this.#logger)
+    pruneExpiredGrants(this.#sql, this.#logger, this.#now())
     return { agent_id: agentId, claim_token: claimToken, claim_url: this.claimUrl(claimToken), expires_at: row!.claim_expires_at.toISOString(), interval: claimPollInterval }
   }
 
@@ -107,7 +110,7 @@ export class AgentIdentities {
       if (!row.expired) throw new ServiceError('claim_attempt_active', `the claim attempt runs until ${row.claim_expires_at.toISOString()}: open its claim_url, or renew it after that`)
       const [renewed] = await tx<{ claim_expires_at: Date }[]>`
         update agent_identities set claim_hash = ${sha256(claimToken)}, email = ${body.email.toLowerCase()},
-          claim_expires_at = now() + make_interval(secs => ${this.#lifetimes.claimTtlSeconds})
+          claim_expires_at = ${new Date(this.#now())}::timestamptz + make_interval(secs => ${this.#lifetimes.claimTtlSeconds})
         where id = ${row.id} returning claim_expires_at`
       this.#logger.info('agent identity claim renewed', { agentId: row.agent_id })
       return { agent_id: row.agent_id, claim_token: claimToken, claim_url: this.claimUrl(claimToken), expires_at: renewed!.claim_expires_at.toISOString(), interval: claimPollInterval }
@@ -136,7 +139,7 @@ export class AgentIdentities {
       if (person === undefined || !person.member) throw new ServiceError('organization_not_found', 'no organization of yours has that id')
       if (row.email !== null && row.email !== person.email.toLowerCase()) throw new ServiceError('claim_email_mismatch', 'this claim was renewed for another email address')
       await tx`
-        update agent_identities set status = 'confirmed', user_id = ${userId}, organization_id = ${organizationId}, scopes = ${body.scopes as string[]}, confirmed_at = now()
+        update agent_identities set status = 'confirmed', user_id = ${userId}, organization_id = ${organizationId}, scopes = ${body.scopes as string[]}, confirmed_at = ${new Date(this.#now())}
         where id = ${row.id}`
       this.#logger.info('agent identity confirmed', { agentId: row.agent_id, userId, organizationId, scopes: body.scopes })
       return { agent_id: row.agent_id, organization_id: organizationId, scopes: [...body.scopes], status: 'confirmed' as const }
@@ -160,7 +163,7 @@ export class AgentIdentities {
         if (row.expired) throw new ServiceError('expired_token', 'nobody confirmed the claim in time; renew it with POST /agent/identity/claim')
         throw new ServiceError('authorization_pending', `not confirmed yet; poll again in ${claimPollInterval} s`)
       }
-      await tx`update agent_identities set status = 'delivered', delivered_at = now() where id = ${row.id}`
+      await tx`update agent_identities set status = 'delivered', delivered_at = ${new Date(this.#now())} where id = ${row.id}`
       return this.#issue(tx, row, resource, body.scope)
     })
     this.#logger.info('oauth grant', { grant: 'agent_claim', clientId: token.agentId, userId: token.userId, organizationId: token.organizationId, scope: token.token.scope })
@@ -183,7 +186,7 @@ export class AgentIdentities {
         await this.#revokeIn(tx, claims.agentId)
         return 'replayed' as const
       }
-      const [row] = await tx<AgentRow[]>`select *, claim_expires_at <= now() as expired, revoked_at is not null as revoked from agent_identities where agent_id = ${claims.agentId}`
+      const [row] = await tx<AgentRow[]>`select *, claim_expires_at <= ${new Date(this.#now())} as expired, revoked_at is not null as revoked from agent_identities where agent_id = ${claims.agentId}`
       if (row === undefined || row.status === 'pending' || row.revoked) throw new ServiceError('invalid_grant', 'the agent identity is unknown or revoked')
       return this.#issue(tx, row, resource, body.scope)
     })
@@ -219,7 +222,7 @@ export class AgentIdentities {
   }
 
   async #revokeIn(sql: Queryable, agentId: string): Promise<void> {
-    await sql`update agent_identities set revoked_at = coalesce(revoked_at, now()) where agent_id = ${agentId}`
+    await sql`update agent_identities set revoked_at = coalesce(revoked_at, ${new Date(this.#now())}) where agent_id = ${agentId}`
   }
 
   async #issue(tx: Queryable, row: AgentRow, resource: string, asked: string | undefined): Promise<{ agentId: string; userId: string; organizationId: string; token: Token }> {
@@ -244,14 +247,15 @@ export class AgentIdentities {
 
   async #assertion(agentId: string): Promise<{ jwt: string; expires: number }> {
     const { kid, key } = this.#keyring.signingKey()
-    const expires = Math.floor(Date.now() / 1000) + this.#lifetimes.assertionTtlSeconds
+    const issuedAt = Math.floor(this.#now() / 1000)
+    const expires = issuedAt + this.#lifetimes.assertionTtlSeconds
     const jwt = await new SignJWT({ token_use: 'agent_identity' })
       .setProtectedHeader({ alg: signingAlgorithm, kid, typ: assertionType })
       .setIssuer(this.#issuer)
       .setAudience(this.tokenEndpoint)
       .setSubject(agentId)
       .setJti(randomUUID())
-      .setIssuedAt()
+      .setIssuedAt(issuedAt)
       .setExpirationTime(expires)
       .sign(key)
     return { jwt, expires }
@@ -265,6 +269,7 @@ export class AgentIdentities {
         algorithms: [signingAlgorithm],
         typ: assertionType,
         requiredClaims: ['sub', 'exp', 'jti'],
+        currentDate: new Date(this.#now()),
       })
       if (payload['token_use'] !== 'agent_identity') throw new ServiceError('invalid_grant', 'the assertion is not an identity assertion of this service')
       return { agentId: payload.sub!, jti: payload.jti!, exp: payload.exp! }
@@ -277,8 +282,8 @@ export class AgentIdentities {
 
   async #byClaim(sql: Queryable, claimToken: string, lock: boolean): Promise<AgentRow | undefined> {
     const [row] = lock
-      ? await sql<AgentRow[]>`select *, claim_expires_at <= now() as expired, revoked_at is not null as revoked from agent_identities where claim_hash = ${sha256(claimToken)} for update`
-      : await sql<AgentRow[]>`select *, claim_expires_at <= now() as expired, revoked_at is not null as revoked from agent_identities where claim_hash = ${sha256(claimToken)}`
+      ? await sql<AgentRow[]>`select *, claim_expires_at <= ${new Date(this.#now())} as expired, revoked_at is not null as revoked from agent_identities where claim_hash = ${sha256(claimToken)} for update`
+      : await sql<AgentRow[]>`select *, claim_expires_at <= ${new Date(this.#now())} as expired, revoked_at is not null as revoked from agent_identities where claim_hash = ${sha256(claimToken)}`
     return row
   }
 }

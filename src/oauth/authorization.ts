@@ -140,8 +140,8 @@ export class Authorization {
     await this.#sql`
       insert into oauth_handoffs (handoff_hash, user_id, organization_id, client_id, redirect_uri, scopes, resource, code_challenge, expires_at)
       values (${sha256(handoff)}, ${userId}, ${organization.organizationId}, ${client.clientId}, ${body.redirectUri}, ${scopes}, ${resource},
-              ${body.codeChallenge ?? null}, now() + make_interval(secs => ${handoffTtlSeconds}))`
-    pruneExpiredGrants(this.#sql, this.#logger)
+              ${body.codeChallenge ?? null}, ${new Date(this.#now())}::timestamptz + make_interval(secs => ${handoffTtlSeconds}))`
+    pruneExpiredGrants(this.#sql, this.#logger, this.#now())
     return { handoff, expires_in: handoffTtlSeconds }
   }
 
@@ -232,9 +232,9 @@ export class Authorization {
     const code = `pfoc_${randomBytes(32).toString('base64url')}`
     const outcome = await this.#sql.begin(async (tx) => {
       const [row] = await tx<{ user_id: string; organization_id: string; client_id: string; redirect_uri: string; scopes: string[]; resource: string; code_challenge: string | null; usable: boolean }[]>`
-        update oauth_handoffs set used_at = now()
+        update oauth_handoffs set used_at = ${new Date(this.#now())}
         where handoff_hash = ${sha256(query.handoff!)} and used_at is null
-        returning user_id, organization_id, client_id, redirect_uri, scopes, resource, code_challenge, expires_at > now() as usable`
+        returning user_id, organization_id, client_id, redirect_uri, scopes, resource, code_challenge, expires_at > ${new Date(this.#now())} as usable`
       if (row === undefined || !row.usable) return 'unknown' as const
       const matches =
         row.client_id === client.clientId &&
@@ -258,7 +258,7 @@ export class Authorization {
       await tx`
         insert into oauth_codes (code_hash, client_id, user_id, organization_id, redirect_uri, scopes, resource, code_challenge, expires_at)
         values (${sha256(code)}, ${client.clientId}, ${row.user_id}, ${organizationId}, ${query.redirect_uri}, ${granted}, ${resource},
-                ${row.code_challenge}, now() + make_interval(secs => ${this.#codeTtlSeconds}))`
+                ${row.code_challenge}, ${new Date(this.#now())}::timestamptz + make_interval(secs => ${this.#codeTtlSeconds}))`
       this.#logger.info('oauth authorization code issued', { clientId: client.clientId, userId: row.user_id, organizationId, scopes: granted, resource: resource || 'api' })
       return 'issued' as const
     })

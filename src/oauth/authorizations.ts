@@ -33,10 +33,13 @@ export const authorizationNotFound = (): ServiceError =>
 export class Authorizations {
   readonly #sql: Sql
   readonly #logger: Logger
+  /** The node's clock. */
+  readonly #now: () => number
 
-  constructor(sql: Sql, logger: Logger) {
+  constructor(sql: Sql, logger: Logger, now: () => number) {
     this.#sql = sql
     this.#logger = logger
+    this.#now = now
   }
 
   /** Those acting in the organization; `onlyFor`: only those acting for that person. */
@@ -48,7 +51,7 @@ export class Authorizations {
         from oauth_refresh_tokens r join users u on u.id = r.user_id left join oauth_clients c on c.client_id = r.client_id
         where r.organization_id = ${organizationId} and r.revoked_at is null
         group by r.family_id, r.client_id, c.name, r.user_id, u.email, r.scopes
-        having max(r.expires_at) > now() and bool_or(r.rotated_at is null)
+        having max(r.expires_at) > ${new Date(this.#now())} and bool_or(r.rotated_at is null)
         union all
         select a.agent_id, 'agent', a.agent_id, a.type, a.user_id, u.email, a.scopes, a.confirmed_at, coalesce(a.delivered_at, a.confirmed_at), null
         from agent_identities a join users u on u.id = a.user_id
@@ -75,7 +78,7 @@ export class Authorizations {
     const done = await this.#sql.begin(async (tx) => {
       if (id.startsWith('pfa_')) {
         const [row] = await tx`
-          update agent_identities set revoked_at = now()
+          update agent_identities set revoked_at = ${new Date(this.#now())}
           where agent_id = ${id} and organization_id = ${organizationId} and status <> 'pending' and revoked_at is null
             and ${onlyFor === undefined ? tx`true` : tx`user_id = ${onlyFor}`}
           returning agent_id`
@@ -88,7 +91,7 @@ export class Authorizations {
           and ${onlyFor === undefined ? tx`true` : tx`user_id = ${onlyFor}`}
         limit 1`
       if (owned === undefined) return false
-      await revokeFamily(tx, id)
+      await revokeFamily(tx, id, new Date(this.#now()))
       return true
     })
     if (!done) throw authorizationNotFound()

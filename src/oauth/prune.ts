@@ -14,19 +14,20 @@ import type { Logger } from '../observability/log.js'
 const everyMs = 60_000
 let lastRun = 0
 
-export function pruneExpiredGrants(sql: Sql, logger: Logger): void {
-  const now = Date.now()
+/** `now`: the node's clock, in milliseconds since the epoch. */
+export function pruneExpiredGrants(sql: Sql, logger: Logger, now: number): void {
   if (now - lastRun < everyMs) return
   lastRun = now
+  const at = new Date(now)
   void (async () => {
-    await sql`delete from oauth_handoffs where expires_at < now() - interval '1 hour'`
-    await sql`delete from oauth_codes where expires_at < now() - interval '1 day'`
-    await sql`delete from oauth_refresh_tokens where expires_at < now() - interval '1 day'`
-    await sql`delete from oauth_revoked_tokens where expires_at < now()`
-    await sql`delete from oauth_assertion_ids where expires_at < now()`
+    await sql`delete from oauth_handoffs where expires_at < ${at}::timestamptz - interval '1 hour'`
+    await sql`delete from oauth_codes where expires_at < ${at}::timestamptz - interval '1 day'`
+    await sql`delete from oauth_refresh_tokens where expires_at < ${at}::timestamptz - interval '1 day'`
+    await sql`delete from oauth_revoked_tokens where expires_at < ${at}`
+    await sql`delete from oauth_assertion_ids where expires_at < ${at}`
     await sql`
-      delete from oauth_host_bindings b where b.bound_at < now() - interval '2 days'
+      delete from oauth_host_bindings b where b.bound_at < ${at}::timestamptz - interval '2 days'
       and not exists (select 1 from oauth_refresh_tokens r where r.family_id = b.grant_id)`
-    await sql`delete from agent_identities where status = 'pending' and claim_expires_at < now() - interval '30 days'`
+    await sql`delete from agent_identities where status = 'pending' and claim_expires_at < ${at}::timestamptz - interval '30 days'`
   })().catch((error: unknown) => logger.warn('could not prune expired oauth records', { error }))
 }

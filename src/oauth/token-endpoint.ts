@@ -48,13 +48,17 @@ export class TokenEndpoint {
   readonly #agents: AgentIdentities
   readonly #refreshTtlSeconds: number
   readonly #logger: Logger
+  /** The node's clock: codes and refresh tokens expire on its time. */
+  readonly #now: () => number
 
   constructor(
     sql: Sql,
     deps: { clients: OAuthClientStore; tokens: OAuthAccessTokens; resources: Resources; agents: AgentIdentities },
     refreshTtlSeconds: number,
     logger: Logger,
+    now: () => number,
   ) {
+    this.#now = now
     this.#sql = sql
     this.#clients = deps.clients
     this.#tokens = deps.tokens
@@ -65,7 +69,7 @@ export class TokenEndpoint {
   }
 
   async grant(body: TokenBody): Promise<Token> {
-    pruneExpiredGrants(this.#sql, this.#logger)
+    pruneExpiredGrants(this.#sql, this.#logger, this.#now())
     switch (body.grant_type) {
       case 'authorization_code':
         return this.#authorizationCode(body)
@@ -101,17 +105,17 @@ export class TokenEndpoint {
     const outcome = await this.#sql.begin(async (tx) => {
       const [code] = await tx<(Grant & { redirect_uri: string; code_challenge: string | null; used: boolean; expired: boolean; family_id: string | null })[]>`
         select client_id as "clientId", user_id as "userId", organization_id as "organizationId", scopes, resource, redirect_uri, code_challenge,
-               used_at is not null as used, expires_at <= now() as expired, family_id
+               used_at is not null as used, expires_at <= ${new Date(this.#now())} as expired, family_id
         from oauth_codes where code_hash = ${sha256(body.code!)} for update`
       if (code === undefined) return { error: 'the authorization code is unknown' }
       if (code.used) {
         // A code used twice was intercepted: whatever the first use got is revoked (RFC 6749 §4.1.2),
         // its access token too when the client has no refresh tokens to carry its id.
-        if (code.family_id !== null) await revokeFamily(tx, code.family_id)
+        if (code.family_id !== null) await revokeFamily(tx, code.family_id, new Date(this.#now()))
         await tx`
           insert into oauth_revoked_tokens (jti, expires_at)
           select access_jti, access_expires_at from oauth_codes
-          where code_hash = ${sha256(body.code!)} and access_jti is not null and access_expires_at > now()
+          where code_hash = ${sha256(body.code!)} and access_jti is not null and access_expires_at > ${new Date(this.#now())}
           on conflict (jti) do nothing`
         this.#logger.warn('oauth authorization code reused: its tokens are revoked', { clientId: code.clientId, userId: code.userId })
         return { error: 'the authorization code was already used; the tokens issued for it are revoked' }
@@ -128,10 +132,10 @@ export class TokenEndpoint {
         throw new ServiceError('invalid_target', 'resource differs from the one the authorization was given for')
       }
       const familyId = randomUUID()
-      await tx`update oauth_codes set used_at = now(), family_id = ${familyId} where code_hash = ${sha256(body.code!)}`
+      await tx`update oauth_codes set used_at = ${new Date(this.#now())}, family_id = ${familyId} where code_hash = ${sha256(body.code!)}`
       const current = await this.#current(tx, client, code)
       const issued = await this.#issue(tx, client, current, familyId, body.scope)
-      await tx`update oauth_codes set access_jti = ${issued.tokenId}, access_expires_at = now() + make_interval(secs => ${issued.token.expires_in})
+      await tx`update oauth_codes set access_jti = ${issued.tokenId}, access_expires_at = ${new Date(this.#now())}::timestamptz + make_interval(secs => ${issued.token.expires_in})
         where code_hash = ${sha256(body.code!)}`
       return { token: issued.token, grant: current.grant }
     })
@@ -148,12 +152,12 @@ export class TokenEndpoint {
     const outcome = await this.#sql.begin(async (tx) => {
       const [row] = await tx<(Grant & { id: string; family_id: string; rotated: boolean; revoked: boolean; expired: boolean })[]>`
         select id, family_id, client_id as "clientId", user_id as "userId", organization_id as "organizationId", scopes, resource,
-               rotated_at is not null as rotated, revoked_at is not null as revoked, expires_at <= now() as expired
+               rotated_at is not null as rotated, revoked_at is not null as revoked, expires_at <= ${new Date(this.#now())} as expired
         from oauth_refresh_tokens where token_hash = ${sha256(body.refresh_token!)} for update`
       if (row === undefined || row.clientId !== client.clientId) return { error: 'the refresh token is unknown or was issued to another client' }
       if (row.revoked) return { error: 'the refresh token was revoked; sign in again' }
       if (row.rotated) {
-        await revokeFamily(tx, row.family_id)
+        await revokeFamily(tx, row.family_id, new Date(this.#now()))
         this.#logger.warn('oauth refresh token reused: its family is revoked', { clientId: row.clientId, userId: row.userId })
         return { error: 'the refresh token was already used; every token of this sign-in is revoked, sign in again' }
       }
@@ -161,7 +165,7 @@ export class TokenEndpoint {
       if (body.resource !== undefined && this.#resources.stored(body.resource) !== row.resource) {
         throw new ServiceError('invalid_target', 'resource differs from the one the authorization was given for')
       }
-      await tx`update oauth_refresh_tokens set rotated_at = now() where id = ${row.id}`
+      await tx`update oauth_refresh_tokens set rotated_at = ${new Date(this.#now())} where id = ${row.id}`
       const current = await this.#current(tx, client, row)
       return { token: (await this.#issue(tx, client, current, row.family_id, body.scope)).token, grant: current.grant }
     })
@@ -202,7 +206,7 @@ export class TokenEndpoint {
       await tx`
         insert into oauth_refresh_tokens (id, family_id, token_hash, client_id, user_id, organization_id, scopes, resource, access_jti, access_expires_at, expires_at)
         values (${randomUUID()}, ${familyId}, ${sha256(refresh)}, ${grant.clientId}, ${grant.userId}, ${grant.organizationId}, ${grant.scopes}, ${grant.resource},
-                ${access.tokenId}, now() + make_interval(secs => ${access.expiresIn}), now() + make_interval(secs => ${this.#refreshTtlSeconds}))`
+                ${access.tokenId}, ${new Date(this.#now())}::timestamptz + make_interval(secs => ${access.expiresIn}), ${new Date(this.#now())}::timestamptz + make_interval(secs => ${this.#refreshTtlSeconds}))`
       token.refresh_token = refresh
     }
     return { token, tokenId: access.tokenId }
@@ -215,7 +219,7 @@ export class TokenEndpoint {
    * (§2.2): the answer tells nobody what a token is. An agent names itself by its agent_id.
    */
   async revoke(body: RevokeBody): Promise<void> {
-    pruneExpiredGrants(this.#sql, this.#logger)
+    pruneExpiredGrants(this.#sql, this.#logger, this.#now())
     const clientId =
       body.client_id === undefined ? undefined : body.client_id.startsWith('pfa_') ? body.client_id : (await this.#clients.authenticate(body.client_id, body.client_secret)).clientId
     const token = body.token
@@ -223,7 +227,7 @@ export class TokenEndpoint {
       const [row] = await this.#sql<{ family_id: string; client_id: string }[]>`select family_id, client_id from oauth_refresh_tokens where token_hash = ${sha256(token)}`
       if (row === undefined || (clientId !== undefined && row.client_id !== clientId)) return
       if (clientId === undefined) await this.#assertPublicIssuer(row.client_id)
-      await this.#sql.begin((tx) => revokeFamily(tx, row.family_id))
+      await this.#sql.begin((tx) => revokeFamily(tx, row.family_id, new Date(this.#now())))
       this.#logger.info('oauth revocation', { kind: 'refresh_token', clientId: row.client_id })
       return
     }

@@ -4,7 +4,7 @@
  * order (then in the order it was set), so a test reads like the rule it
  * checks ("the 20th failure stops publishing") and never sleeps.
  */
-import type { Clock } from '../../actors/clock.js'
+import { systemClock, type Clock } from '../../actors/clock.js'
 
 interface Timer {
   at: number
@@ -81,4 +81,22 @@ export class SimulatedClock implements Clock {
 /** Lets pending promise chains (a store write, a publication) run to their next wait. */
 async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+/**
+ * The system clock, set ahead when the test says so: for tests over HTTP of what expires (codes,
+ * claims, tokens), where the rest of the node (its timers, its sockets) keeps running on real time.
+ */
+export class ForwardClock implements Clock {
+  #ahead = 0
+  now = (): number => Date.now() + this.#ahead
+  setTimeout = systemClock.setTimeout
+  clearTimeout = systemClock.clearTimeout
+  setInterval = systemClock.setInterval
+  clearInterval = systemClock.clearInterval
+
+  /** From now on the node's time is `ms` later than it was. */
+  forward(ms: number): void {
+    this.#ahead += ms
+  }
 }

@@ -9,6 +9,7 @@ import * as oauth from 'oauth4webapi'
 import type { Test } from 'tap'
 import { request, signIn } from './http.js'
 import { startTestService, testAdmin, type TestContext, type TestService } from './service.js'
+import type { StartOptions } from '../../src/node/service.js'
 
 /** A port free right now (the service binds it a moment later). */
 export async function freePort(): Promise<number> {
@@ -24,9 +25,9 @@ export async function freePort(): Promise<number> {
 }
 
 /** A service whose issuer is its own address, so discovery documents point where it listens. */
-export async function startOAuthService(t: TestContext, env: Record<string, string | undefined> = {}): Promise<TestService> {
+export async function startOAuthService(t: TestContext, env: Record<string, string | undefined> = {}, options: StartOptions = {}): Promise<TestService> {
   const port = await freePort()
-  return startTestService(t, { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...env })
+  return startTestService(t, { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...env }, options)
 }
 
 /** The service is loopback http: the client library is told that is fine in tests. */

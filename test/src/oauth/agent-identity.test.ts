@@ -11,8 +11,10 @@ import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
 import { discover, insecure, rfcError, startOAuthService } from '../../helpers/oauth.js'
 import { testAdmin } from '../../helpers/service.js'
+import { ForwardClock } from '../../helpers/clock.js'
 
-const svc = await startOAuthService(t, { AGENT_CLAIM_TTL_S: '2' })
+const clock = new ForwardClock()
+const svc = await startOAuthService(t, { AGENT_CLAIM_TTL_S: '2' }, { clock })
 const url = svc.url
 const as = await discover(url)
 const claimGrant = 'urn:printfarm:agent-auth:grant-type:claim'
@@ -106,7 +108,7 @@ t.test('claim - an expired claim answers expired_token, is renewed by email, and
   const early = await request(url, '/agent/identity/claim', { method: 'POST', body: { claim_token: claim.claim_token, email: 'someone@example.com' } })
   t.equal(early.status, 409)
   t.equal(early.json.error, 'claim_attempt_active')
-  await new Promise((r) => setTimeout(r, 2500))
+  clock.forward(2_500)
   await rfcError(t, grant(claimGrant, { claim_token: claim.claim_token }), 'expired_token', 'an expired claim')
   t.equal((await confirm(claim.claim_token, ['printers:read'])).json.error, 'expired_token', 'cannot be confirmed once expired')
   t.equal((await request(url, `/v1/agent/identity/claim/inspect?claim_token=${claim.claim_token}`)).json.status, 'expired')

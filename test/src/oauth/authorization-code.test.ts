@@ -10,8 +10,10 @@ import t from 'tap'
 import { request, signIn } from '../../helpers/http.js'
 import { testAdmin } from '../../helpers/service.js'
 import { approve, authorizationUrl, consentRequest, discover, follow, insecure, registerClient, rfcError, startOAuthService } from '../../helpers/oauth.js'
+import { ForwardClock } from '../../helpers/clock.js'
 
-const svc = await startOAuthService(t, { OAUTH_CODE_TTL_S: '2' })
+const clock = new ForwardClock()
+const svc = await startOAuthService(t, { OAUTH_CODE_TTL_S: '2' }, { clock })
 const url = svc.url
 const as = await discover(url)
 const redirectUri = 'http://127.0.0.1:45123/callback'
@@ -98,7 +100,7 @@ t.test('authorization code - wrong verifier, reused code, redirect mismatch, exp
   await rfcError(t, exchange(client, target2.params, target2.verifier, oauth.None(), { resource: `${url}/v1/mcp` }), 'invalid_target', 'a resource other than the one authorized')
 
   const late = await codeFor(client, { scope: 'printers:read' })
-  await new Promise((r) => setTimeout(r, 2500))
+  clock.forward(2_500)
   await rfcError(t, exchange(client, late.params, late.verifier), 'invalid_grant', 'a code past OAUTH_CODE_TTL_S')
 })
 

@@ -6,8 +6,10 @@ import { request, signIn } from '../../helpers/http.js'
 import { captureLogger, startTestService, testAdmin, testEnv } from '../../helpers/service.js'
 import { raceBehindRowLock } from '../../helpers/barrier.js'
 import { hashSecret } from '../../../src/auth/sessions.js'
+import { ForwardClock } from '../../helpers/clock.js'
 
-const svc = await startTestService(t, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000' })
+const clock = new ForwardClock()
+const svc = await startTestService(t, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '1000' }, { clock })
 const url = svc.url
 
 t.test('bootstrap - the first start creates one organization and its admin from PRINTFARM_ADMIN_*', async (t) => {
@@ -131,7 +133,7 @@ t.test('tokens - a token accepted before (its check remembered) is refused with 
   const { auth } = await signIn(url, testAdmin.email, testAdmin.password)
   const userId: string = (await request(url, '/v1/me', { headers: auth })).json.user.id
   const { kid, key } = svc.services.keyring.signingKey()
-  const expiresAt = Math.floor(Date.now() / 1000) + 2
+  const expiresAt = Math.floor(clock.now() / 1000) + 2
   const shortLived = await new SignJWT({ token_use: 'session' })
     .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
     .setIssuer(svc.config.publicBaseUrl).setAudience(`${svc.config.publicBaseUrl}/v1`).setSubject(userId).setJti('short')
@@ -143,8 +145,8 @@ t.test('tokens - a token accepted before (its check remembered) is refused with 
   const [head, payload, signature] = shortLived.split('.')
   const otherSignature = `${head}.${payload}.${signature!.slice(0, -2)}${signature!.endsWith('AA') ? 'BB' : 'AA'}`
   t.equal((await request(url, '/v1/me', { headers: { authorization: `Bearer ${otherSignature}` } })).status, 401, 'the same claims with another signature are checked, not remembered')
-  // Waits for the expiry second to pass (the token's own lifetime, two seconds at most).
-  while (Math.floor(Date.now() / 1000) < expiresAt) await new Promise((r) => setTimeout(r, 100))
+  // The node's time moves past the expiry second.
+  clock.forward(3_000)
   const late = await request(url, '/v1/me', { headers })
   t.equal(late.status, 401)
   t.equal(late.json.error, 'token_expired')
