@@ -3,7 +3,8 @@
  * setting (the minimum, 5 s): an offer nobody claimed within TASK_OFFER_TTL_S expires and its job is queued
  * again; a claim not reported started within TASK_START_DEADLINE_S becomes `unconfirmed` and is never
  * re-offered by itself — the job waits, still dispatching, for an operator to confirm the start or requeue it.
- * The service's own sweep moves the tasks; the tests wait for the state it writes, never for a time.
+ * Each service runs on a clock the test sets ahead past a deadline (test/helpers/clock.ts ForwardClock); the
+ * service's own sweep moves the tasks, and the tests wait for the state it writes, never for a time.
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
@@ -13,13 +14,17 @@ import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
+import { ForwardClock } from '../../helpers/clock.js'
 
-/** Long enough for a 5 s deadline and the sweep after it on a loaded machine. */
+/** Long enough for the sweep after a deadline on a loaded machine. */
 const deadlineWaitMs = 30_000
+/** The deadlines the two services are started with. */
+const deadlineMs = 5_000
 
 /** A service with `env`, an admin, a bridge key with print:launch, one uploaded plate, and the calls the tests make. */
 async function openDispatch(env: Record<string, string>) {
-  const svc = await startTestService(t, env)
+  const clock = new ForwardClock()
+  const svc = await startTestService(t, env, { clock })
   const farm = await openFarm(svc.url)
   const key = await request(svc.url, '/v1/api-keys', { method: 'POST', headers: farm.admin, body: { name: 'bridge with launch', scopes: [...bridgeScopes] } })
   const launch = { 'x-api-key': key.json.key as string }
@@ -35,6 +40,8 @@ async function openDispatch(env: Record<string, string>) {
   }
   const api = {
     farm,
+    /** The service's time moves past the deadline (what was due before now is due). */
+    pastDeadline: () => clock.forward(deadlineMs),
     launch,
     send,
     async onlinePrinter(): Promise<string> {
@@ -76,12 +83,14 @@ async function openDispatch(env: Record<string, string>) {
 
 const [offers, starts] = await Promise.all([openDispatch({ TASK_OFFER_TTL_S: '5', TASK_START_DEADLINE_S: '86400' }), openDispatch({ TASK_START_DEADLINE_S: '5', TASK_OFFER_TTL_S: '86400' })])
 
-// Claims made up front, so the start deadlines of the tests below run out together.
+// Claims made up front, so the start deadlines of the tests below run out together, when the clock moves past them.
 const [toConfirm, toRequeue, startedLate] = await Promise.all([starts.claimed(), starts.claimed(), starts.claimed()])
+starts.pastDeadline()
 
 t.test('offer expiry - an offer nobody claims expires, its job is queued again, a late claim or start is refused, and it can be assigned again', async (t) => {
   const { printer, jobId, taskId, offered } = await offers.dispatched()
-  t.equal(Date.parse(offered.offer_expires_at) - Date.parse(offered.offered_at), 5_000, 'offered for TASK_OFFER_TTL_S')
+  t.equal(Date.parse(offered.offer_expires_at) - Date.parse(offered.offered_at), deadlineMs, 'offered for TASK_OFFER_TTL_S')
+  offers.pastDeadline()
   await offers.reachesState(taskId, 'expired')
   t.match(await offers.job(jobId), { status: 'queued', printer_id: null, printer_task_id: null, attempts: 1 })
   t.equal(await offers.polled(taskId), undefined, 'the expired task leaves the poll')
@@ -102,6 +111,7 @@ t.test('offer expiry - a claimed task outlives its offer: still claimed, still p
   const claimedFirst = await offers.claimed()
   // Offered after the claimed one, so by the time the sweep expires it the claimed task's offer time has passed too.
   const witness = await offers.dispatched()
+  offers.pastDeadline()
   await offers.reachesState(witness.taskId, 'expired')
   t.ok(Date.parse((await offers.task(claimedFirst.taskId)).offer_expires_at) <= Date.parse((await offers.task(witness.taskId)).offer_expires_at))
   t.match(await offers.task(claimedFirst.taskId), { state: 'claimed', claim_generation: claimedFirst.claimGeneration })

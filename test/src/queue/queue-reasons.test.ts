@@ -18,8 +18,10 @@ import { request } from '../../helpers/http.js'
 import { until } from '../../helpers/poll.js'
 import { eventSender, openOrg as openFarmOrg, queueCalls, white, type Org } from '../../helpers/queue-farm.js'
 import { startTestService } from '../../helpers/service.js'
+import { ForwardClock } from '../../helpers/clock.js'
 
-const svc = await startTestService(t, { QUEUE_MAX_STARTS: '2', QUEUE_STAGGER_MS: '600000', TASK_START_DEADLINE_S: '5' })
+const clock = new ForwardClock()
+const svc = await startTestService(t, { QUEUE_MAX_STARTS: '2', QUEUE_STAGGER_MS: '600000', TASK_START_DEADLINE_S: '5' }, { clock })
 const farm = await openFarm(svc.url)
 
 const openOrg = (name: string): Promise<Org> => openFarmOrg(svc.url, farm.admin, name)
@@ -344,7 +346,8 @@ t.test('start_unconfirmed - a claimed task whose start never came is named for i
   const claim = await request(svc.url, `/v1/printer-tasks/${task.id}/claim`, { method: 'POST', headers: org.bridge, body: { hostId: org.hostId, assignmentEpoch: 1 } })
   t.equal(claim.status, 200, 'the bridge claims the task', { body: claim.text })
   const second = await createJob(org, { name: 'behind' })
-  // The start deadline is 5 s; the deadline sweep runs every 1.25 s.
+  // The service's time moves past the 5 s start deadline; its sweep (every 1.25 s) marks the task.
+  clock.forward(5_000)
   const entry = await waitsWith(t, org, first, printer, ['start_unconfirmed'], 20_000)
   t.match(entry, { job: { status: 'dispatching' }, summary: /never confirmed/ })
   await waitsWith(t, org, second, printer, ['start_unconfirmed'])
