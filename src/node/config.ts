@@ -183,44 +183,88 @@ export const configVariables = [
   'CHECK_RESPONSES',
 ] as const
 
+type ConfigVariable = (typeof configVariables)[number]
+
+/** Reads the variables; every problem found is added to `problems`, reported together at the end. */
+interface Reader {
+  readonly problems: string[]
+  read(name: ConfigVariable): string | undefined
+  integer(name: ConfigVariable, fallback: number, min: number, max: number): number
+  url(name: ConfigVariable, protocols: readonly string[]): string | undefined
+  flag(name: ConfigVariable, fallback: 'true' | 'false'): boolean
+}
+
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const reader = readerOf(env)
+  const config: Config = {
+    ...listenSettings(reader, cwd),
+    ...storeSettings(reader),
+    ...httpSettings(reader),
+    ...accountSettings(reader),
+    ...clusterSettings(reader),
+    ...farmSettings(reader),
+    filesS3: filesS3Settings(reader),
+  }
+  if (reader.problems.length) throw new ConfigError(reader.problems)
+  return config
+}
+
+function readerOf(env: Env): Reader {
   const problems: string[] = []
-  const read = (name: (typeof configVariables)[number]): string | undefined => {
+  const read = (name: ConfigVariable): string | undefined => {
     const value = env[name]?.trim()
     return value === undefined || value === '' ? undefined : value
   }
-  const integer = (name: (typeof configVariables)[number], fallback: number, min: number, max: number): number => {
-    const raw = read(name)
-    if (raw === undefined) return fallback
-    const value = Number(raw)
-    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`)
-      return fallback
-    }
-    return value
+  return {
+    problems,
+    read,
+    integer(name, fallback, min, max) {
+      const raw = read(name)
+      if (raw === undefined) return fallback
+      const value = Number(raw)
+      if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
+        problems.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`)
+        return fallback
+      }
+      return value
+    },
+    url(name, protocols) {
+      const raw = read(name)
+      if (raw === undefined) return undefined
+      let parsed: URL
+      try {
+        parsed = new URL(raw)
+      } catch {
+        problems.push(`${name} must be a URL (${protocols.join(' or ')}), got '${redact(raw)}'`)
+        return undefined
+      }
+      if (!protocols.includes(parsed.protocol)) {
+        problems.push(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`)
+        return undefined
+      }
+      return raw
+    },
+    flag(name, fallback) {
+      const raw = read(name) ?? fallback
+      if (raw !== 'true' && raw !== 'false') problems.push(`${name} must be 'true' or 'false', got '${raw}'`)
+      return raw === 'true'
+    },
   }
-  const url = (name: (typeof configVariables)[number], protocols: readonly string[]): string | undefined => {
-    const raw = read(name)
-    if (raw === undefined) return undefined
-    let parsed: URL
-    try {
-      parsed = new URL(raw)
-    } catch {
-      problems.push(`${name} must be a URL (${protocols.join(' or ')}), got '${redact(raw)}'`)
-      return undefined
-    }
-    if (!protocols.includes(parsed.protocol)) {
-      problems.push(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`)
-      return undefined
-    }
-    return raw
-  }
+}
 
+/** Where the node listens and keeps its local data, and the address clients reach it at. */
+function listenSettings({ read, integer, url }: Reader, cwd: string): Pick<Config, 'port' | 'host' | 'dataDir' | 'publicBaseUrl'> {
   const port = integer('PORT', 8080, 0, 65535)
   const host = read('HOST') ?? '0.0.0.0'
   const dataDirRaw = read('DATA_DIR') ?? './data'
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
+  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host
+  const publicBaseUrl = url('PUBLIC_BASE_URL', ['http:', 'https:'])?.replace(/\/+$/, '') ?? `http://${publicHost}:${port}`
+  return { port, host, dataDir, publicBaseUrl }
+}
 
+/** PostgreSQL (or the embedded store), Redis and the MQTT broker. */
+function storeSettings({ read, integer, url, problems }: Reader): Pick<Config, 'databaseUrl' | 'databaseSchema' | 'databasePoolMax' | 'redisUrl' | 'mqttUrl' | 'mqttPort' | 'mqttDisplayCredentials'> {
   const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:'])
   const databaseSchema = read('DATABASE_SCHEMA') ?? 'public'
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema)) {
@@ -237,38 +281,69 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (mqttDisplayCredentials !== 'none' && mqttUrl === undefined) {
     problems.push('MQTT_DISPLAY_CREDENTIALS applies to the external broker of MQTT_URL; the embedded broker manages display credentials itself')
   }
+  return { databaseUrl, databaseSchema, databasePoolMax, redisUrl, mqttUrl, mqttPort, mqttDisplayCredentials }
+}
 
+/** How the HTTP server treats requests: logging, proxies, browsers' origins, bounds and timeouts. */
+function httpSettings({ read, integer, flag, problems }: Reader): Pick<Config, 'logLevel' | 'trustedProxies' | 'checkResponses' | 'corsOrigins' | 'bodyLimitBytes' | 'requestTimeoutMs' | 'shutdownTimeoutMs'> {
   const logLevelRaw = read('LOG_LEVEL') ?? 'info'
   let logLevel: LogLevel = 'info'
   if ((logLevels as readonly string[]).includes(logLevelRaw)) logLevel = logLevelRaw as LogLevel
   else problems.push(`LOG_LEVEL must be one of ${logLevels.join(', ')}, got '${logLevelRaw}'`)
-
   const trustedProxies = (read('TRUSTED_PROXIES') ?? '').split(',').map((p) => p.trim()).filter(Boolean)
   problems.push(...trustedProxyProblems(trustedProxies))
-  const checkResponsesRaw = read('CHECK_RESPONSES') ?? 'false'
-  if (checkResponsesRaw !== 'true' && checkResponsesRaw !== 'false') problems.push(`CHECK_RESPONSES must be 'true' or 'false', got '${checkResponsesRaw}'`)
-
-  const corsRaw = read('CORS_ORIGINS')
-  let corsOrigins: '*' | string[] = []
-  if (corsRaw === '*') corsOrigins = '*'
-  else if (corsRaw !== undefined) {
-    corsOrigins = corsRaw.split(',').map((o) => o.trim()).filter(Boolean)
-    for (const origin of corsOrigins) {
-      // An origin is scheme://host[:port], exactly as a browser sends it: no path, no trailing slash.
-      let ok = false
-      try {
-        const u = new URL(origin)
-        ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === origin
-      } catch {
-        ok = false
-      }
-      if (!ok) problems.push(`CORS_ORIGINS entries must be origins like https://farm.example.com (no path), got '${origin}'`)
-    }
+  const checkResponses = flag('CHECK_RESPONSES', 'false')
+  return {
+    logLevel,
+    trustedProxies,
+    checkResponses,
+    corsOrigins: corsOrigins(read('CORS_ORIGINS'), problems),
+    bodyLimitBytes: integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    requestTimeoutMs: integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+    shutdownTimeoutMs: integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
   }
+}
 
-  const publicHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host
-  const publicBaseUrl = url('PUBLIC_BASE_URL', ['http:', 'https:'])?.replace(/\/+$/, '') ?? `http://${publicHost}:${port}`
+function corsOrigins(raw: string | undefined, problems: string[]): '*' | string[] {
+  if (raw === '*') return '*'
+  if (raw === undefined) return []
+  const origins = raw.split(',').map((o) => o.trim()).filter(Boolean)
+  for (const origin of origins) {
+    // An origin is scheme://host[:port], exactly as a browser sends it: no path, no trailing slash.
+    let ok = false
+    try {
+      const u = new URL(origin)
+      ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === origin
+    } catch {
+      ok = false
+    }
+    if (!ok) problems.push(`CORS_ORIGINS entries must be origins like https://farm.example.com (no path), got '${origin}'`)
+  }
+  return origins
+}
 
+type AccountSettings = Pick<
+  Config,
+  | 'adminEmail'
+  | 'adminPassword'
+  | 'passwordHashCost'
+  | 'loginFailuresPerAccount'
+  | 'loginFailuresPerAddress'
+  | 'authCodesPerAddress'
+  | 'oauthRegistrationsPerAddress'
+  | 'oauthAccessTtlSeconds'
+  | 'oauthCodeTtlSeconds'
+  | 'oauthRefreshTtlSeconds'
+  | 'oauthFailuresPerAddress'
+  | 'agentClaimTtlSeconds'
+  | 'agentIdentitiesPerAddress'
+  | 'appsChallenge'
+  | 'authCodeFailuresPerSource'
+  | 'secretKey'
+>
+
+/** People, keys and the OAuth server: the first admin, the limits on guessing, the lifetimes of what is issued, the sealing key. */
+function accountSettings({ read, integer, problems }: Reader): AccountSettings {
   const adminEmail = read('PRINTFARM_ADMIN_EMAIL')
   if (adminEmail !== undefined && !/^[^\s@]+@[^\s@]+$/.test(adminEmail)) {
     problems.push(`PRINTFARM_ADMIN_EMAIL must be an email address, got '${adminEmail}'`)
@@ -277,121 +352,80 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   if (adminPassword !== undefined && adminPassword.length < 12) {
     problems.push('PRINTFARM_ADMIN_PASSWORD must be at least 12 characters')
   }
-
-  const bodyLimitBytes = integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024)
-  const requestTimeoutMs = integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000)
-  const shutdownTimeoutMs = integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000)
-  const loginFailuresPerAccount = integer('LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000)
-  const loginFailuresPerAddress = integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
-  const authCodesPerAddress = integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000)
-  const oauthRegistrationsPerAddress = integer('OAUTH_REGISTRATIONS_PER_ADDRESS', 30, 1, 1_000_000)
-  const oauthAccessTtlSeconds = integer('OAUTH_ACCESS_TTL_S', 3600, 1, 86_400)
-  const oauthCodeTtlSeconds = integer('OAUTH_CODE_TTL_S', 60, 1, 600)
-  const oauthRefreshTtlSeconds = integer('OAUTH_REFRESH_TTL_S', 30 * 86_400, 60, 365 * 86_400)
-  const oauthFailuresPerAddress = integer('OAUTH_FAILURES_PER_ADDRESS', 100, 1, 1_000_000)
-  const agentClaimTtlSeconds = integer('AGENT_CLAIM_TTL_S', 900, 1, 86_400)
-  const agentIdentitiesPerAddress = integer('AGENT_IDENTITIES_PER_ADDRESS', 30, 1, 1_000_000)
-  const challengeVendor = read('APPS_CHALLENGE_VENDOR')
-  const challengeToken = read('APPS_CHALLENGE_TOKEN')
-  if (challengeVendor !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(challengeVendor)) {
-    problems.push('APPS_CHALLENGE_VENDOR must be 1-63 lower-case letters, digits or dashes (it becomes /.well-known/{vendor}-apps-challenge)')
-  }
-  if ((challengeVendor === undefined) !== (challengeToken === undefined)) problems.push('APPS_CHALLENGE_VENDOR and APPS_CHALLENGE_TOKEN are set together or not at all')
-  if (challengeToken !== undefined && challengeToken.length > 4096) problems.push('APPS_CHALLENGE_TOKEN must be at most 4096 characters')
-  const appsChallenge = challengeVendor !== undefined && challengeToken !== undefined ? { vendor: challengeVendor, token: challengeToken } : undefined
-  const authCodeFailuresPerSource = integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000)
-  const secretKeyRaw = read('PRINTFARM_SECRET_KEY')
-  let secretKey: Buffer | undefined
-  if (secretKeyRaw !== undefined) {
-    secretKey = /^[A-Za-z0-9+/_-]+={0,2}$/.test(secretKeyRaw) ? Buffer.from(secretKeyRaw, 'base64') : undefined
-    if (secretKey?.length !== 32) {
-      problems.push('PRINTFARM_SECRET_KEY must be 32 random bytes in base64 (e.g. from: openssl rand -base64 32)')
-      secretKey = undefined
-    }
-  }
-
-  const passwordHashCost = integer('PASSWORD_HASH_COST', defaultPasswordCost, 15, 20)
-  const presenceTimeoutMs = integer('PRESENCE_TIMEOUT_MS', 90_000, 1_000, 86_400_000)
-  const eventRetentionDays = integer('EVENT_RETENTION_DAYS', 30, 1, 3_650)
-  const printerActorsMax = integer('PRINTER_ACTORS_MAX', 100_000, 100, 10_000_000)
-  const nodeId = read('NODE_ID')
-  if (nodeId !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) problems.push(`NODE_ID must be 1-64 letters, digits, '.', '_' or '-', got '${nodeId}'`)
-  const shardLeaseMs = integer('SHARD_LEASE_MS', 10_000, 1_000, 300_000)
-  const forwardTimeoutMs = integer('FORWARD_TIMEOUT_MS', 10_000, 100, 300_000)
-
-  const uploadLimitBytes = integer('UPLOAD_LIMIT_BYTES', 1024 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024)
-  const fileDeleteGraceDays = integer('FILE_DELETE_GRACE_DAYS', 30, 0, 3_650)
-  const taskOfferTtlSeconds = integer('TASK_OFFER_TTL_S', 120, 5, 86_400)
-  const taskStartDeadlineSeconds = integer('TASK_START_DEADLINE_S', 600, 5, 86_400)
-  // 25 starts per 10 s: heaters of a whole farm never switch on at once, and 1,000 free printers refill in under 7 minutes.
-  const queueMaxStarts = integer('QUEUE_MAX_STARTS', 25, 0, 1_000_000)
-  const queueStaggerMs = integer('QUEUE_STAGGER_MS', 10_000, 0, 3_600_000)
-  const queueColorTolerance = integer('QUEUE_COLOR_TOLERANCE', 10, 0, 100)
-  const queueSweepMs = integer('QUEUE_SWEEP_MS', 30_000, 1_000, 3_600_000)
-  const filesS3 = filesS3Settings(read, url, problems)
-
-  if (problems.length) throw new ConfigError(problems)
   return {
-    port,
-    host,
-    dataDir,
-    databaseUrl,
-    databaseSchema,
-    databasePoolMax,
-    redisUrl,
-    mqttUrl,
-    mqttPort,
-    mqttDisplayCredentials,
-    publicBaseUrl,
-    logLevel,
-    corsOrigins,
-    trustedProxies,
-    checkResponses: checkResponsesRaw === 'true',
-    passwordHashCost,
     adminEmail,
     adminPassword,
-    bodyLimitBytes,
-    requestTimeoutMs,
-    shutdownTimeoutMs,
-    loginFailuresPerAccount,
-    loginFailuresPerAddress,
-    authCodesPerAddress,
-    oauthRegistrationsPerAddress,
-    oauthAccessTtlSeconds,
-    oauthCodeTtlSeconds,
-    oauthRefreshTtlSeconds,
-    oauthFailuresPerAddress,
-    agentClaimTtlSeconds,
-    agentIdentitiesPerAddress,
-    appsChallenge,
-    authCodeFailuresPerSource,
-    secretKey,
-    presenceTimeoutMs,
-    eventRetentionDays,
-    printerActorsMax,
-    nodeId,
-    shardLeaseMs,
-    forwardTimeoutMs,
-    uploadLimitBytes,
-    fileDeleteGraceDays,
-    taskOfferTtlSeconds,
-    taskStartDeadlineSeconds,
-    queueMaxStarts,
-    queueStaggerMs,
-    queueColorTolerance,
-    queueSweepMs,
-    filesS3,
+    loginFailuresPerAccount: integer('LOGIN_FAILURES_PER_ACCOUNT', 10, 1, 1_000_000),
+    loginFailuresPerAddress: integer('LOGIN_FAILURES_PER_ADDRESS', 100, 1, 1_000_000),
+    authCodesPerAddress: integer('AUTH_CODES_PER_ADDRESS', 200, 1, 1_000_000),
+    oauthRegistrationsPerAddress: integer('OAUTH_REGISTRATIONS_PER_ADDRESS', 30, 1, 1_000_000),
+    oauthAccessTtlSeconds: integer('OAUTH_ACCESS_TTL_S', 3600, 1, 86_400),
+    oauthCodeTtlSeconds: integer('OAUTH_CODE_TTL_S', 60, 1, 600),
+    oauthRefreshTtlSeconds: integer('OAUTH_REFRESH_TTL_S', 30 * 86_400, 60, 365 * 86_400),
+    oauthFailuresPerAddress: integer('OAUTH_FAILURES_PER_ADDRESS', 100, 1, 1_000_000),
+    agentClaimTtlSeconds: integer('AGENT_CLAIM_TTL_S', 900, 1, 86_400),
+    agentIdentitiesPerAddress: integer('AGENT_IDENTITIES_PER_ADDRESS', 30, 1, 1_000_000),
+    appsChallenge: appsChallenge(read, problems),
+    authCodeFailuresPerSource: integer('AUTH_CODE_FAILURES_PER_SOURCE', 30, 1, 1_000_000),
+    secretKey: secretKey(read('PRINTFARM_SECRET_KEY'), problems),
+    passwordHashCost: integer('PASSWORD_HASH_COST', defaultPasswordCost, 15, 20),
   }
 }
 
-type ConfigVariable = (typeof configVariables)[number]
+function appsChallenge(read: Reader['read'], problems: string[]): Config['appsChallenge'] {
+  const vendor = read('APPS_CHALLENGE_VENDOR')
+  const token = read('APPS_CHALLENGE_TOKEN')
+  if (vendor !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(vendor)) {
+    problems.push('APPS_CHALLENGE_VENDOR must be 1-63 lower-case letters, digits or dashes (it becomes /.well-known/{vendor}-apps-challenge)')
+  }
+  if ((vendor === undefined) !== (token === undefined)) problems.push('APPS_CHALLENGE_VENDOR and APPS_CHALLENGE_TOKEN are set together or not at all')
+  if (token !== undefined && token.length > 4096) problems.push('APPS_CHALLENGE_TOKEN must be at most 4096 characters')
+  return vendor !== undefined && token !== undefined ? { vendor, token } : undefined
+}
+
+function secretKey(raw: string | undefined, problems: string[]): Buffer | undefined {
+  if (raw === undefined) return undefined
+  const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(raw) ? Buffer.from(raw, 'base64') : undefined
+  if (key?.length === 32) return key
+  problems.push('PRINTFARM_SECRET_KEY must be 32 random bytes in base64 (e.g. from: openssl rand -base64 32)')
+  return undefined
+}
+
+/** The printer actors and how nodes share them. */
+function clusterSettings({ read, integer, problems }: Reader): Pick<Config, 'presenceTimeoutMs' | 'eventRetentionDays' | 'printerActorsMax' | 'nodeId' | 'shardLeaseMs' | 'forwardTimeoutMs'> {
+  const nodeId = read('NODE_ID')
+  if (nodeId !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) problems.push(`NODE_ID must be 1-64 letters, digits, '.', '_' or '-', got '${nodeId}'`)
+  return {
+    presenceTimeoutMs: integer('PRESENCE_TIMEOUT_MS', 90_000, 1_000, 86_400_000),
+    eventRetentionDays: integer('EVENT_RETENTION_DAYS', 30, 1, 3_650),
+    printerActorsMax: integer('PRINTER_ACTORS_MAX', 100_000, 100, 10_000_000),
+    nodeId,
+    shardLeaseMs: integer('SHARD_LEASE_MS', 10_000, 1_000, 300_000),
+    forwardTimeoutMs: integer('FORWARD_TIMEOUT_MS', 10_000, 100, 300_000),
+  }
+}
+
+/** Files, printer tasks and the queue. */
+function farmSettings({ integer }: Reader): Pick<
+  Config,
+  'uploadLimitBytes' | 'fileDeleteGraceDays' | 'taskOfferTtlSeconds' | 'taskStartDeadlineSeconds' | 'queueMaxStarts' | 'queueStaggerMs' | 'queueColorTolerance' | 'queueSweepMs'
+> {
+  return {
+    uploadLimitBytes: integer('UPLOAD_LIMIT_BYTES', 1024 * 1024 * 1024, 1024, 64 * 1024 * 1024 * 1024),
+    fileDeleteGraceDays: integer('FILE_DELETE_GRACE_DAYS', 30, 0, 3_650),
+    taskOfferTtlSeconds: integer('TASK_OFFER_TTL_S', 120, 5, 86_400),
+    taskStartDeadlineSeconds: integer('TASK_START_DEADLINE_S', 600, 5, 86_400),
+    // 25 starts per 10 s: heaters of a whole farm never switch on at once, and 1,000 free printers refill in under 7 minutes.
+    queueMaxStarts: integer('QUEUE_MAX_STARTS', 25, 0, 1_000_000),
+    queueStaggerMs: integer('QUEUE_STAGGER_MS', 10_000, 0, 3_600_000),
+    queueColorTolerance: integer('QUEUE_COLOR_TOLERANCE', 10, 0, 100),
+    queueSweepMs: integer('QUEUE_SWEEP_MS', 30_000, 1_000, 3_600_000),
+  }
+}
+
 
 /** FILES_S3_ENDPOINT switches files to S3; the bucket and both keys must come with it. */
-function filesS3Settings(
-  read: (name: ConfigVariable) => string | undefined,
-  url: (name: ConfigVariable, protocols: readonly string[]) => string | undefined,
-  problems: string[],
-): FilesS3Settings | undefined {
+function filesS3Settings({ read, url, flag, problems }: Reader): FilesS3Settings | undefined {
   const others = ['FILES_S3_BUCKET', 'FILES_S3_REGION', 'FILES_S3_ACCESS_KEY_ID', 'FILES_S3_SECRET_ACCESS_KEY', 'FILES_S3_PREFIX', 'FILES_S3_PATH_STYLE'] as const
   const endpoint = url('FILES_S3_ENDPOINT', ['http:', 'https:'])
   if (endpoint === undefined) {
@@ -408,10 +442,9 @@ function filesS3Settings(
   if (bucket !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) problems.push(`FILES_S3_BUCKET must be an S3 bucket name (3-63 lower-case letters, digits, '.', '-'), got '${bucket}'`)
   const prefix = read('FILES_S3_PREFIX') ?? ''
   if (prefix !== '' && !/^([A-Za-z0-9._-]+\/)+$/.test(prefix)) problems.push(`FILES_S3_PREFIX must be path segments each ending with '/', like 'printfarm/', got '${prefix}'`)
-  const pathStyle = read('FILES_S3_PATH_STYLE') ?? 'true'
-  if (pathStyle !== 'true' && pathStyle !== 'false') problems.push(`FILES_S3_PATH_STYLE must be 'true' or 'false', got '${pathStyle}'`)
+  const forcePathStyle = flag('FILES_S3_PATH_STYLE', 'true')
   if (bucket === undefined || accessKeyId === undefined || secretAccessKey === undefined) return undefined
-  return { endpoint: endpoint.replace(/\/+$/, ''), bucket, region: read('FILES_S3_REGION') ?? 'us-east-1', accessKeyId, secretAccessKey, prefix, forcePathStyle: pathStyle === 'true' }
+  return { endpoint: endpoint.replace(/\/+$/, ''), bucket, region: read('FILES_S3_REGION') ?? 'us-east-1', accessKeyId, secretAccessKey, prefix, forcePathStyle }
 }
 
 /** Never echo a password from a connection string back into a log or error. */
