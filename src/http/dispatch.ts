@@ -27,7 +27,7 @@ import { latencyBuckets, type MetricsRegistry } from '../observability/metrics.j
 import { payloadTooLarge, readBody } from './body.js'
 import { RequestBodyStream } from './body-stream.js'
 import { CorsPolicy } from './cors.js'
-import { Exchange, requestCallbackOf } from './exchange.js'
+import { Exchange, requestCallbackOf, type ExchangeHost } from './exchange.js'
 import { isBodyMethod, type Principal, type Reply, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
 import type { HttpRequest, HttpResponse } from './uws.js'
@@ -118,70 +118,113 @@ export function compileRoutes<Svc>(routes: readonly Route<RouteSchemas, Svc>[]):
 }
 
 export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher {
-  const { logger, services, bodyLimitBytes } = options
-  const authenticate = options.authenticate ?? noAuthenticator
-  const router = compileRoutes(options.routes)
-  const checkResponse = options.checkResponses === true ? createResponseCheck() : undefined
-  const requests = options.metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', [
-    'route',
-    'method',
-    'status',
-  ])
-  const durations = options.metrics.histogram(
-    'http_request_duration_seconds',
-    'Time from the request line to the last byte of the response, by route template.',
-    ['route', 'method'],
-    latencyBuckets,
-  )
-  const aborted = options.metrics.counter('http_requests_aborted_total', 'Requests whose client went away before the response.', ['route'])
-  options.metrics.gauge('http_requests_in_flight', 'Requests being handled now.', [], (g) => g.set({}, inFlight))
+  return new HttpDispatcher(options)
+}
 
-  // Metric series cached per (route, method, status): recording is then two additions, no string building.
-  const cells = new Map<string, Map<number, { count: { inc(): void }; duration: { observe(v: number): void } }>>()
-  const record = (label: string, method: string, status: number, seconds: number): void => {
-    let byLabel = cells.get(label)
-    if (!byLabel) cells.set(label, (byLabel = new Map()))
+/** The request metrics, with their series cached per (route, method, status): recording is then two additions, no string building. */
+class RequestMetrics {
+  readonly #requests
+  readonly #durations
+  readonly #aborted
+  readonly #cells = new Map<string, Map<number, { count: { inc(): void }; duration: { observe(v: number): void } }>>()
+
+  constructor(metrics: MetricsRegistry, inFlight: () => number) {
+    this.#requests = metrics.counter('http_requests_total', 'HTTP requests answered, by route template, method and status.', ['route', 'method', 'status'])
+    this.#durations = metrics.histogram('http_request_duration_seconds', 'Time from the request line to the last byte of the response, by route template.', ['route', 'method'], latencyBuckets)
+    this.#aborted = metrics.counter('http_requests_aborted_total', 'Requests whose client went away before the response.', ['route'])
+    metrics.gauge('http_requests_in_flight', 'Requests being handled now.', [], (g) => g.set({}, inFlight()))
+  }
+
+  answered(label: string, method: string, status: number, seconds: number): void {
+    let byLabel = this.#cells.get(label)
+    if (!byLabel) this.#cells.set(label, (byLabel = new Map()))
     const key = status * 8 + methodIndex(method)
     let cell = byLabel.get(key)
     if (!cell) {
-      cell = { count: requests.cell({ route: label, method, status: String(status) }), duration: durations.cell({ route: label, method }) }
+      cell = { count: this.#requests.cell({ route: label, method, status: String(status) }), duration: this.#durations.cell({ route: label, method }) }
       byLabel.set(key, cell)
     }
     cell.count.inc()
     cell.duration.observe(seconds)
   }
 
-  let inFlight = 0
-  let drained: (() => void) | undefined
-  let draining: Promise<void> | undefined
-  const host = {
-    cors: new CorsPolicy(options.corsOrigins),
-    proxies: new TrustedProxies(options.trustedProxies ?? []),
-    logger,
-    draining: false,
-    finished(exchange: Exchange, status: number | undefined): void {
-      if (status === undefined) aborted.inc({ route: exchange.label })
-      else record(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
-      if (status !== undefined && exchange.apiKeyId !== undefined && options.onApiKeyUse) {
-        const { apiKeyId: keyId, method, label: route, remoteAddress, requestId } = exchange
-        options.onApiKeyUse({ keyId, method, route, status, remoteAddress, requestId })
-      }
-    },
-    released(): void {
-      inFlight--
-      if (host.draining && inFlight === 0) drained?.()
-    },
+  aborted(label: string): void {
+    this.#aborted.inc({ route: label })
+  }
+}
+
+/** What a Call needs of its dispatcher (given, not closed over: a Call is made per request). */
+interface CallContext<Svc> {
+  readonly logger: Logger
+  readonly services: Svc
+  readonly requestTimeoutMs: number
+  readonly checkResponse: ResponseCheck | undefined
+}
+
+/**
+ * The dispatcher of one server, and what its exchanges share (ExchangeHost): the CORS policy, the
+ * trusted proxies, the metrics of every answer, the count of requests in flight and the drain.
+ */
+class HttpDispatcher<Svc> implements Dispatcher, ExchangeHost {
+  readonly cors: CorsPolicy
+  readonly proxies: TrustedProxies
+  readonly logger: Logger
+  draining = false
+  readonly #options: DispatchOptions<Svc>
+  readonly #router: Router<CompiledRoute<Svc>>
+  readonly #authenticate: NonNullable<DispatchOptions<Svc>['authenticate']>
+  readonly #metrics: RequestMetrics
+  readonly #context: CallContext<Svc>
+  #inFlight = 0
+  #drained: (() => void) | undefined
+  #drainDone: Promise<void> | undefined
+  /** The exchange #begin opened (read by handle once it returns). */
+  #opened: Exchange | undefined
+
+  constructor(options: DispatchOptions<Svc>) {
+    this.#options = options
+    this.logger = options.logger
+    this.cors = new CorsPolicy(options.corsOrigins)
+    this.proxies = new TrustedProxies(options.trustedProxies ?? [])
+    this.#router = compileRoutes(options.routes)
+    this.#authenticate = options.authenticate ?? noAuthenticator
+    this.#metrics = new RequestMetrics(options.metrics, () => this.#inFlight)
+    this.#context = {
+      logger: options.logger,
+      services: options.services,
+      requestTimeoutMs: options.requestTimeoutMs,
+      checkResponse: options.checkResponses === true ? createResponseCheck() : undefined,
+    }
   }
 
-  const handle = (res: HttpResponse, req: HttpRequest): void => {
+  get inFlight(): number {
+    return this.#inFlight
+  }
+
+  finished(exchange: Exchange, status: number | undefined): void {
+    if (status === undefined) return this.#metrics.aborted(exchange.label)
+    this.#metrics.answered(exchange.label, exchange.method, status, (performance.now() - exchange.started) / 1000)
+    const onApiKeyUse = this.#options.onApiKeyUse
+    if (exchange.apiKeyId !== undefined && onApiKeyUse) {
+      const { apiKeyId: keyId, method, label: route, remoteAddress, requestId } = exchange
+      onApiKeyUse({ keyId, method, route, status, remoteAddress, requestId })
+    }
+  }
+
+  released(): void {
+    this.#inFlight--
+    if (this.draining && this.#inFlight === 0) this.#drained?.()
+  }
+
+  readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     requestCallbackOf(res)
-    opened = undefined
+    this.#opened = undefined
     try {
-      handleRequest(res, req)
+      this.#begin(res, req)
     } finally {
       requestCallbackOf(undefined)
-      const exchange = opened as Exchange | undefined
-      opened = undefined
+      const exchange = this.#opened as Exchange | undefined
+      this.#opened = undefined
       // Watched for an abort only if the answer is still to come: a response sent within this
       // callback needs no abort handler (one closure and native call less per request). uWS wants
       // it registered before the callback returns, which this still is.
@@ -197,9 +240,24 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     }
   }
 
-  /** The exchange handleRequest opened (read by handle once it returns). */
-  let opened: Exchange | undefined
-  const handleRequest = (res: HttpResponse, req: HttpRequest): void => {
+  drain(timeoutMs: number): Promise<void> {
+    this.#drainDone ??= new Promise<void>((done) => {
+      this.draining = true
+      if (this.#inFlight === 0) return done()
+      const timer = setTimeout(() => {
+        this.logger.warn('shutdown timeout: requests still in flight', { inFlight: this.#inFlight })
+        done()
+      }, timeoutMs)
+      this.#drained = () => {
+        clearTimeout(timer)
+        done()
+      }
+    })
+    return this.#drainDone
+  }
+
+  /** Reads what is needed of `req` (before any await, as uWS requires), routes it and starts its Call. */
+  #begin(res: HttpResponse, req: HttpRequest): void {
     const sent = req.getCaseSensitiveMethod()
     const method = isKnownMethod(sent) ? sent : sent.toUpperCase()
     const path = req.getUrl()
@@ -208,23 +266,23 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     collecting = headers
     req.forEach(collectHeader)
     const incomingId = headers['x-request-id']
-    const exchange = new Exchange(res, method, incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : undefined, headers['origin'], host, headers['x-forwarded-for'])
-    opened = exchange
-    inFlight++
+    const exchange = new Exchange(res, method, incomingId !== undefined && requestIdPattern.test(incomingId) ? incomingId : undefined, headers['origin'], this, headers['x-forwarded-for'])
+    this.#opened = exchange
+    this.#inFlight++
     // A HEAD answer (endWithoutBody with the length of a body not sent) leaves uWS wanting an abort
     // handler even once answered, and refusing one after: it gets one from the start.
     if (method === 'HEAD') res.onAborted(() => exchange.abort())
     // Kept-alive connections outlive the closed listen socket: whatever they send now is turned away.
-    if (host.draining) return exchange.sendError(new ServiceError('shutting_down', 'this node is shutting down; retry'), true)
+    if (this.draining) return exchange.sendError(new ServiceError('shutting_down', 'this node is shutting down; retry'), true)
 
     const declared = headers['content-length']
     const declaredLength = declared !== undefined && /^\d{1,15}$/.test(declared) ? Number(declared) : undefined
     // A body we never read must not be parsed as the next request on this connection.
     const hasBody = (declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined
 
-    if (method === 'OPTIONS' || !isKnownMethod(method)) return answerOptions(exchange, router.allowed(path), path, headers, hasBody)
+    if (method === 'OPTIONS' || !isKnownMethod(method)) return answerOptions(exchange, this.#router.allowed(path), path, headers, hasBody)
 
-    const match = router.match(method as HttpMethod, path)
+    const match = this.#router.match(method as HttpMethod, path)
     if (match.kind === 'not_found') return exchange.sendError(new ServiceError('route_not_found', `no route for ${method} ${path}`), hasBody)
     if (match.kind === 'bad_path') return exchange.sendError(new ServiceError('validation_failed', match.reason), hasBody)
     if (match.kind === 'method_not_allowed') {
@@ -239,130 +297,129 @@ export function createDispatcher<Svc>(options: DispatchOptions<Svc>): Dispatcher
     exchange.errorOAuth = route.errorBody === 'oauth'
     exchange.invalidRequestCode = route.invalidRequestCode
 
-    const rawParsedQuery = parseQuery(rawQuery)
-    const call = new Call(exchange, compiled, match.params, rawParsedQuery, path, headers, !hasBody)
+    const call = new Call(this.#context, exchange, compiled, match.params, parseQuery(rawQuery), path, headers, !hasBody)
     try {
-      const isPublic = route.auth.kind === 'public'
-      if (!isBodyMethod(method as HttpMethod)) {
-        // Without a body, a credential or an asynchronous handler, the whole exchange completes here.
-        if (isPublic || (route.auth.kind === 'organization' && route.auth.signedUrl === true && rawParsedQuery['signature'] !== undefined)) {
-          return call.run(undefined, anonymous)
-        }
-        authenticate(route.auth, headers, rawParsedQuery).then(
-          (principal) => call.run(undefined, principal),
-          (error: unknown) => call.fail(error),
-        )
-        return
-      }
-      if (route.streamBody !== undefined) {
-        const stream = openBodyStream(res, exchange, route.streamBody, route.streamBody.limitBytes(services), declaredLength)
-        stream.once('end', () => (call.bodyRead = true))
-        authenticate(route.auth, headers, rawParsedQuery)
-          .then((principal) => call.run(undefined, principal, stream))
-          .catch((error: unknown) => {
-            stream.destroy()
-            call.fail(error)
-          })
-        return
-      }
-      // The body is read from the start (uWS hands out chunks only to a reader already attached);
-      // the credential is checked meanwhile, and a refusal answers without waiting for the rest.
-      const body = readBody(res, bodyLimitBytes, declaredLength, exchange).then((raw) => {
-        call.bodyRead = true
-        return raw
-      })
-      const principal = isPublic ? Promise.resolve(anonymous) : authenticate(route.auth, headers, rawParsedQuery)
-      const fail = (error: unknown): void => call.fail(error)
-      principal.catch(fail)
-      Promise.all([body, principal])
-        .then(([raw, who]) => call.run(parseBody(raw, headers['content-type'], compiled, route), who))
-        .catch(fail)
+      this.#start(call, res, declaredLength)
     } catch (error) {
       call.fail(error)
     }
   }
 
-  /** One routed request from its credential to its handler: an object per request, not closures (bench/http-floor). */
-  class Call {
-    readonly exchange: Exchange
-    readonly compiled: CompiledRoute<Svc>
-    readonly rawParams: Record<string, string>
-    readonly rawQuery: Record<string, string | string[]>
-    readonly path: string
-    readonly headers: Record<string, string>
-    /** The request body was read to its end (else an error answer closes the connection). */
-    bodyRead: boolean
-
-    constructor(exchange: Exchange, compiled: CompiledRoute<Svc>, rawParams: Record<string, string>, rawQuery: Record<string, string | string[]>, path: string, headers: Record<string, string>, bodyRead: boolean) {
-      this.exchange = exchange
-      this.compiled = compiled
-      this.rawParams = rawParams
-      this.rawQuery = rawQuery
-      this.path = path
-      this.headers = headers
-      this.bodyRead = bodyRead
-    }
-
-    /** Answers an error; a body still arriving (refused as too large, or its sender refused) is not read to the end: close instead. */
-    fail(error: unknown): void {
-      const closeAfter = !this.bodyRead || (error instanceof ServiceError && error.code === 'payload_too_large')
-      try {
-        this.exchange.sendError(error, closeAfter)
-      } catch (sendFailure) {
-        logger.error('could not send an error response', { requestId: this.exchange.requestId, error: sendFailure })
+  /**
+   * Checks the credential and reads the body, then runs the handler: at once without a body, a
+   * credential or an asynchronous handler; a streamed body after the credential; a JSON body read
+   * from the start (uWS hands out chunks only to a reader already attached) while the credential is
+   * checked, a refusal answering without waiting for the rest.
+   */
+  #start(call: Call<Svc>, res: HttpResponse, declaredLength: number | undefined): void {
+    const { exchange, compiled, headers, rawQuery } = call
+    const route = compiled.route
+    const isPublic = route.auth.kind === 'public'
+    if (!isBodyMethod(exchange.method as HttpMethod)) {
+      if (isPublic || (route.auth.kind === 'organization' && route.auth.signedUrl === true && rawQuery['signature'] !== undefined)) {
+        return call.run(undefined, anonymous)
       }
+      this.#authenticate(route.auth, headers, rawQuery).then(
+        (principal) => call.run(undefined, principal),
+        (error: unknown) => call.fail(error),
+      )
+      return
     }
+    if (route.streamBody !== undefined) {
+      const stream = openBodyStream(res, exchange, route.streamBody, route.streamBody.limitBytes(this.#context.services), declaredLength)
+      stream.once('end', () => (call.bodyRead = true))
+      this.#authenticate(route.auth, headers, rawQuery)
+        .then((principal) => call.run(undefined, principal, stream))
+        .catch((error: unknown) => {
+          stream.destroy()
+          call.fail(error)
+        })
+      return
+    }
+    const body = readBody(res, this.#options.bodyLimitBytes, declaredLength, exchange).then((raw) => {
+      call.bodyRead = true
+      return raw
+    })
+    const principal = isPublic ? Promise.resolve(anonymous) : this.#authenticate(route.auth, headers, rawQuery)
+    const fail = (error: unknown): void => call.fail(error)
+    principal.catch(fail)
+    Promise.all([body, principal])
+      .then(([raw, who]) => call.run(parseBody(raw, headers['content-type'], compiled, route), who))
+      .catch(fail)
+  }
+}
 
-    run(body: unknown, principal: Principal, bodyStream?: RequestBodyStream): void {
-      const { exchange, compiled } = this
-      const route = compiled.route
-      try {
-        if (principal.kind === 'api_key') {
-          exchange.apiKeyId = principal.keyId
-          // Read while `res` is valid: the usage log needs it after the response has ended.
-          void exchange.remoteAddress
-        }
-        const params = validate(compiled.params, this.rawParams) as Record<string, string>
-        const query = validate(compiled.query, this.rawQuery) as Record<string, string | string[]>
-        let signal: AbortSignal | undefined
-        if (route.abortSignal === true) {
-          const controller = new AbortController()
-          const previousAbort = exchange.onAbort
-          exchange.onAbort = () => {
-            previousAbort?.()
-            controller.abort()
-          }
-          signal = controller.signal
-        }
-        const request = new IncomingRequest(exchange, exchange.method as HttpMethod, this.path, validate(compiled.body, body), query, params, this.headers, principal, bodyStream, signal)
-        runHandler(exchange, route, request, services, this, options.requestTimeoutMs, checkResponse)
-      } catch (error) {
-        this.fail(error)
-      }
+/** One routed request from its credential to its handler: an object per request, not closures (bench/http-floor). */
+class Call<Svc> {
+  readonly context: CallContext<Svc>
+  readonly exchange: Exchange
+  readonly compiled: CompiledRoute<Svc>
+  readonly rawParams: Record<string, string>
+  readonly rawQuery: Record<string, string | string[]>
+  readonly path: string
+  readonly headers: Record<string, string>
+  /** The request body was read to its end (else an error answer closes the connection). */
+  bodyRead: boolean
+
+  constructor(
+    context: CallContext<Svc>,
+    exchange: Exchange,
+    compiled: CompiledRoute<Svc>,
+    rawParams: Record<string, string>,
+    rawQuery: Record<string, string | string[]>,
+    path: string,
+    headers: Record<string, string>,
+    bodyRead: boolean,
+  ) {
+    this.context = context
+    this.exchange = exchange
+    this.compiled = compiled
+    this.rawParams = rawParams
+    this.rawQuery = rawQuery
+    this.path = path
+    this.headers = headers
+    this.bodyRead = bodyRead
+  }
+
+  /** Answers an error; a body still arriving (refused as too large, or its sender refused) is not read to the end: close instead. */
+  fail(error: unknown): void {
+    const closeAfter = !this.bodyRead || (error instanceof ServiceError && error.code === 'payload_too_large')
+    try {
+      this.exchange.sendError(error, closeAfter)
+    } catch (sendFailure) {
+      this.context.logger.error('could not send an error response', { requestId: this.exchange.requestId, error: sendFailure })
     }
   }
 
-  return {
-    handle,
-    get inFlight() {
-      return inFlight
-    },
-    drain(timeoutMs: number) {
-      draining ??= new Promise<void>((done) => {
-        host.draining = true
-        if (inFlight === 0) return done()
-        const timer = setTimeout(() => {
-          logger.warn('shutdown timeout: requests still in flight', { inFlight })
-          done()
-        }, timeoutMs)
-        drained = () => {
-          clearTimeout(timer)
-          done()
-        }
-      })
-      return draining
-    },
+  run(body: unknown, principal: Principal, bodyStream?: RequestBodyStream): void {
+    const { exchange, compiled, context } = this
+    const route = compiled.route
+    try {
+      if (principal.kind === 'api_key') {
+        exchange.apiKeyId = principal.keyId
+        // Read while `res` is valid: the usage log needs it after the response has ended.
+        void exchange.remoteAddress
+      }
+      const params = validate(compiled.params, this.rawParams) as Record<string, string>
+      const query = validate(compiled.query, this.rawQuery) as Record<string, string | string[]>
+      const signal = route.abortSignal === true ? abortSignalOf(exchange) : undefined
+      const request = new IncomingRequest(exchange, exchange.method as HttpMethod, this.path, validate(compiled.body, body), query, params, this.headers, principal, bodyStream, signal)
+      runHandler(exchange, route, request, context.services, this, context.requestTimeoutMs, context.checkResponse)
+    } catch (error) {
+      this.fail(error)
+    }
   }
+}
+
+/** A signal aborted when the client goes away (for the handlers that ask for one). */
+function abortSignalOf(exchange: Exchange): AbortSignal {
+  const controller = new AbortController()
+  const previousAbort = exchange.onAbort
+  exchange.onAbort = () => {
+    previousAbort?.()
+    controller.abort()
+  }
+  return controller.signal
 }
 
 /** What a handler is given: a class, so every request has one shape and the address is read only on demand. */
