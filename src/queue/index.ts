@@ -62,128 +62,197 @@ export interface PassStats {
 }
 
 export function createQueueNode(config: Config, db: Database, dispatcher: Dispatcher, directory: ShardDirectory, clock: Clock, logger: Logger, metrics: MetricsRegistry, taskEvents: Counter): QueueNode {
-  const settings: ViewSettings = { maxStarts: config.queueMaxStarts, staggerMs: config.queueStaggerMs, colorTolerance: config.queueColorTolerance }
-  const passes = metrics.counter('queue_passes_total', 'Queue passes run (per organization and wake), by outcome.', ['outcome'])
-  const placed = metrics.counter('queue_jobs_dispatched_total', 'Jobs the queue offered to a printer.')
-  const staggered = metrics.counter('queue_starts_staggered_total', 'Starts the stagger held back at a pass (a job may count at several passes).')
-  const remote = new Set<(organizationId: string) => void>()
-  const passed = new Set<(organizationId: string, pass: PassStats) => void>()
-  const seen = new Map<string, string>()
-  let announcing: string | undefined
+  return new NodeQueues({ config, db, dispatcher, directory, clock, logger, metrics, taskEvents })
+}
 
-  /**
-   * One pass: the printers first (no free printer, or no start allowed: nothing to read of the
-   * jobs), then the queued jobs a page at a time in queue order until nothing more can be placed,
-   * then one dispatch transaction for every pair chosen.
-   */
-  const pass = async (organizationId: string, fence: Fence): Promise<PassOutcome> => {
+interface QueueDeps {
+  config: Config
+  db: Database
+  dispatcher: Dispatcher
+  directory: ShardDirectory
+  clock: Clock
+  logger: Logger
+  metrics: MetricsRegistry
+  taskEvents: Counter
+}
+
+/** What a pass read and chose: the planner with its assignments, the jobs it read, and the stagger it started from. */
+interface Plan {
+  planner: Planner
+  jobs: Map<number, QueueJob>
+  queued: number
+  startsAvailable: number
+}
+
+/** The queues of the organizations whose queue shard this node owns, and the wakes that reach them. */
+class NodeQueues implements QueueNode {
+  readonly settings: ViewSettings
+  readonly #deps: QueueDeps
+  readonly #runtime: QueueRuntime
+  readonly #passes: Counter
+  readonly #placed: Counter
+  readonly #staggered: Counter
+  readonly #remote = new Set<(organizationId: string) => void>()
+  readonly #passed = new Set<(organizationId: string, pass: PassStats) => void>()
+  /** What the queue last read of each printer (signatureOf). */
+  readonly #seen = new Map<string, string>()
+  /** The organization whose offers this node's pass is announcing (its own offers wake nothing). */
+  #announcing: string | undefined
+  #sweepTimer: unknown
+  #unsubscribeGained: (() => void) | undefined
+
+  constructor(deps: QueueDeps) {
+    const { config, metrics } = deps
+    this.#deps = deps
+    this.settings = { maxStarts: config.queueMaxStarts, staggerMs: config.queueStaggerMs, colorTolerance: config.queueColorTolerance }
+    this.#passes = metrics.counter('queue_passes_total', 'Queue passes run (per organization and wake), by outcome.', ['outcome'])
+    this.#placed = metrics.counter('queue_jobs_dispatched_total', 'Jobs the queue offered to a printer.')
+    this.#staggered = metrics.counter('queue_starts_staggered_total', 'Starts the stagger held back at a pass (a job may count at several passes).')
+    this.#runtime = new QueueRuntime({
+      directory: deps.directory,
+      clock: deps.clock,
+      pass: (organizationId, fence) => this.#pass(organizationId, fence),
+      settleMs: 25,
+      sweepMs: config.queueSweepMs,
+      onError: (organizationId, error) => deps.logger.warn('queue pass failed; retried', { organizationId, error: String(error) }),
+    })
+  }
+
+  wake(organizationId: string): void {
+    if (this.#runtime.wake(organizationId)) return
+    for (const listener of this.#remote) listener(organizationId)
+  }
+
+  printerChanged(organizationId: string, printer: PrinterState): void {
+    const signature = signatureOf(printer)
+    if (this.#seen.get(printer.id) === signature) return
+    this.#seen.set(printer.id, signature)
+    this.#runtime.wake(organizationId)
+  }
+
+  taskChanged(organizationId: string): void {
+    if (this.#announcing !== organizationId) this.wake(organizationId)
+  }
+
+  printerRemoved(printerId: string): void {
+    this.#seen.delete(printerId)
+  }
+
+  wakeFromPeer(organizationId: string): void {
+    this.#runtime.wake(organizationId)
+  }
+
+  onRemoteWake(listener: (organizationId: string) => void): void {
+    this.#remote.add(listener)
+  }
+
+  onPassed(listener: (organizationId: string, pass: PassStats) => void): void {
+    this.#passed.add(listener)
+  }
+
+  start(): void {
+    const run = () => void this.#sweep().catch((error: unknown) => this.#deps.logger.warn('queue sweep failed; retried at the next tick', { error: String(error) }))
+    this.#sweepTimer = this.#deps.clock.setInterval(run, this.#deps.config.queueSweepMs)
+    this.#unsubscribeGained = this.#deps.directory.onShardGained(run)
+    run()
+  }
+
+  close(): void {
+    this.#deps.clock.clearInterval(this.#sweepTimer)
+    this.#unsubscribeGained?.()
+    this.#runtime.stop()
+  }
+
+  /** Wakes every queue this node owns that has queued jobs: a lost wake costs at most QUEUE_SWEEP_MS. */
+  async #sweep(): Promise<void> {
+    const rows = await this.#deps.db.sql<{ organization_id: string }[]>`select distinct organization_id from print_jobs where status = 'queued'`
+    for (const row of rows) this.#runtime.wake(row.organization_id)
+  }
+
+  /** One pass: read and plan, then one dispatch transaction for every pair chosen, then the offers announced. */
+  async #pass(organizationId: string, fence: Fence): Promise<PassOutcome> {
     const started = performance.now()
-    const now = clock.now()
-    // Most wakes of a farm at work find nothing waiting (a printer's status changed): one indexed probe, nothing else read.
-    const [waiting] = await db.sql<{ any: boolean }[]>`select exists (select 1 from print_jobs j where j.organization_id = ${organizationId} and j.status = 'queued' ${automatic(db.sql)}) as any`
-    if (waiting?.any !== true) {
-      passes.inc({ outcome: 'empty' })
-      for (const listener of passed) listener(organizationId, { offered: 0, queued: 0, ms: performance.now() - started })
+    const now = this.#deps.clock.now()
+    const plan = await this.#plan(organizationId, now)
+    if (plan === undefined) {
+      this.#passes.inc({ outcome: 'empty' })
+      this.#tell(organizationId, { offered: 0, queued: 0, ms: performance.now() - started })
       return { empty: true, wakeInMs: null }
     }
-    const [printers, stagger] = await Promise.all([queuePrinters(db.sql, organizationId, now), staggerOf(db.sql, organizationId, settings, now)])
-    const planner = new Planner(printers, { colorTolerance: settings.colorTolerance, startsAvailable: stagger.startsAvailable })
+    const { planner, jobs, queued } = plan
+    const planned = performance.now()
+    const offered = await dispatchPlanned(this.#deps.db.sql, organizationId, planner.assignments.map((a) => ({ job: jobs.get(a.jobId)!, printerId: a.printerId })), {
+      colorTolerance: this.settings.colorTolerance,
+      offerTtlSeconds: this.#deps.config.taskOfferTtlSeconds,
+      fence,
+      now: new Date(now),
+    })
+    const ended = performance.now()
+    this.#deps.logger.debug('queue pass', { organizationId, node: this.#deps.directory.nodeId, shard: fence.shard, token: fence.token, queued, offered: offered.length, staggered: planner.staggered, readPlanMs: planned - started, dispatchMs: ended - planned })
+    this.#count(offered.length, planner.staggered)
+    this.#announce(organizationId, offered)
+    this.#tell(organizationId, { offered: offered.length, queued, ms: performance.now() - started })
+    return { empty: false, wakeInMs: await this.#nextWake(organizationId, plan) }
+  }
+
+  /**
+   * The printers first (no free printer, or no start allowed: nothing to read of the jobs), then the
+   * queued jobs a page at a time in queue order until nothing more can be placed. Undefined when no job waits.
+   */
+  async #plan(organizationId: string, now: number): Promise<Plan | undefined> {
+    const { sql } = this.#deps.db
+    // Most wakes of a farm at work find nothing waiting (a printer's status changed): one indexed probe, nothing else read.
+    const [waiting] = await sql<{ any: boolean }[]>`select exists (select 1 from print_jobs j where j.organization_id = ${organizationId} and j.status = 'queued' ${automatic(sql)}) as any`
+    if (waiting?.any !== true) return undefined
+    const [printers, stagger] = await Promise.all([queuePrinters(sql, organizationId, now), staggerOf(sql, organizationId, this.settings, now)])
+    const planner = new Planner(printers, { colorTolerance: this.settings.colorTolerance, startsAvailable: stagger.startsAvailable })
     let queued = 0
     const jobs = new Map<number, QueueJob>()
     for (let offset = 0; ; offset += pageSize) {
       // With no free printer the jobs are not read: only whether any wait (the actor rests when none does). Jobs that
       // wait for a hand assignment are never read by a pass (GET /v1/queue explains them).
-      const page = await queuedJobs(db.sql, organizationId, planner.freeLeft === 0 ? 1 : pageSize, offset, { automaticOnly: true })
+      const page = await queuedJobs(sql, organizationId, planner.freeLeft === 0 ? 1 : pageSize, offset, { automaticOnly: true })
       queued += page.length
       for (const job of page) jobs.set(job.id, job)
       planner.place(page)
       if (page.length < pageSize || !planner.canDispatch) break
     }
-    const planned = performance.now()
-    if (queued === 0) {
-      passes.inc({ outcome: 'empty' })
-      for (const listener of passed) listener(organizationId, { offered: 0, queued: 0, ms: performance.now() - started })
-      return { empty: true, wakeInMs: null }
+    return queued === 0 ? undefined : { planner, jobs, queued, startsAvailable: stagger.startsAvailable }
+  }
+
+  #count(offered: number, staggered: number): void {
+    this.#passes.inc({ outcome: offered > 0 ? 'dispatched' : 'waiting' })
+    if (offered > 0) {
+      this.#placed.inc({}, offered)
+      this.#deps.taskEvents.inc({ event: 'offered' }, offered)
     }
-    const offered = await dispatchPlanned(db.sql, organizationId, planner.assignments.map((a) => ({ job: jobs.get(a.jobId)!, printerId: a.printerId })), {
-      colorTolerance: settings.colorTolerance,
-      offerTtlSeconds: config.taskOfferTtlSeconds,
-      fence,
-      now: new Date(now),
-    })
-    const ended = performance.now()
-    logger.debug('queue pass', { organizationId, node: directory.nodeId, shard: fence.shard, token: fence.token, queued, offered: offered.length, staggered: planner.staggered, readPlanMs: planned - started, dispatchMs: ended - planned })
-    passes.inc({ outcome: offered.length > 0 ? 'dispatched' : 'waiting' })
-    if (offered.length > 0) {
-      placed.inc({}, offered.length)
-      taskEvents.inc({ event: 'offered' }, offered.length)
-    }
-    if (planner.staggered > 0) staggered.inc({}, planner.staggered)
-    // The host topics hear of the offers; the queue itself needs no second pass for its own.
-    announcing = organizationId
+    if (staggered > 0) this.#staggered.inc({}, staggered)
+  }
+
+  /** The host topics hear of the offers; the queue itself needs no second pass for its own. */
+  #announce(organizationId: string, offered: readonly { hostId: string; taskId: string }[]): void {
+    this.#announcing = organizationId
     try {
-      for (const o of offered) dispatcher.notify(organizationId, o.hostId, o.taskId)
+      for (const o of offered) this.#deps.dispatcher.notify(organizationId, o.hostId, o.taskId)
     } finally {
-      announcing = undefined
+      this.#announcing = undefined
     }
-    for (const listener of passed) listener(organizationId, { offered: offered.length, queued, ms: performance.now() - started })
-    // Held back by the stagger: look again when the window frees a start (the window counts from the store).
-    const after = planner.staggered > 0 || (stagger.startsAvailable === 0 && planner.freeLeft > 0) ? await staggerOf(db.sql, organizationId, settings, clock.now()) : undefined
-    const wakeInMs = after === undefined ? null : after.nextStartAt === null ? 0 : Math.max(0, after.nextStartAt - clock.now())
-    return { empty: false, wakeInMs }
   }
 
-  const runtime = new QueueRuntime({
-    directory,
-    clock,
-    pass,
-    settleMs: 25,
-    sweepMs: config.queueSweepMs,
-    onError: (organizationId, error) => logger.warn('queue pass failed; retried', { organizationId, error: String(error) }),
-  })
-
-  const wake = (organizationId: string) => {
-    if (runtime.wake(organizationId)) return
-    for (const listener of remote) listener(organizationId)
+  #tell(organizationId: string, stats: PassStats): void {
+    for (const listener of this.#passed) listener(organizationId, stats)
   }
 
-  /** What the queue reads of a printer, as one string: a change of it may free or bar a job. */
-  const signatureOf = (p: PrinterState): string =>
-    [p.online, p.status, p.maintenance, p.ready_gate, p.host_id, p.assignment_epoch, p.job === null ? '' : `${p.job.id}:${p.job.state}`, p.filaments.map((f) => `${f.slot}:${f.type}:${f.color_hex}`).join(',')].join('|')
-
-  let sweepTimer: unknown
-  const sweep = async () => {
-    const rows = await db.sql<{ organization_id: string }[]>`select distinct organization_id from print_jobs where status = 'queued'`
-    for (const row of rows) runtime.wake(row.organization_id)
+  /** Held back by the stagger: look again when the window frees a start (the window counts from the store). */
+  async #nextWake(organizationId: string, { planner, startsAvailable }: Plan): Promise<number | null> {
+    if (planner.staggered === 0 && !(startsAvailable === 0 && planner.freeLeft > 0)) return null
+    const { clock } = this.#deps
+    const after = await staggerOf(this.#deps.db.sql, organizationId, this.settings, clock.now())
+    return after.nextStartAt === null ? 0 : Math.max(0, after.nextStartAt - clock.now())
   }
-  let unsubscribeGained: (() => void) | undefined
+}
 
-  return {
-    settings,
-    wake,
-    printerChanged: (organizationId, printer) => {
-      const signature = signatureOf(printer)
-      if (seen.get(printer.id) === signature) return
-      seen.set(printer.id, signature)
-      runtime.wake(organizationId)
-    },
-    taskChanged: (organizationId) => {
-      if (announcing !== organizationId) wake(organizationId)
-    },
-    printerRemoved: (printerId) => void seen.delete(printerId),
-    wakeFromPeer: (organizationId) => void runtime.wake(organizationId),
-    onRemoteWake: (listener) => void remote.add(listener),
-    onPassed: (listener) => void passed.add(listener),
-    start: () => {
-      const run = () => void sweep().catch((error: unknown) => logger.warn('queue sweep failed; retried at the next tick', { error: String(error) }))
-      sweepTimer = clock.setInterval(run, config.queueSweepMs)
-      unsubscribeGained = directory.onShardGained(run)
-      run()
-    },
-    close: () => {
-      clock.clearInterval(sweepTimer)
-      unsubscribeGained?.()
-      runtime.stop()
-    },
-  }
+/** What the queue reads of a printer, as one string: a change of it may free or bar a job. */
+function signatureOf(p: PrinterState): string {
+  return [p.online, p.status, p.maintenance, p.ready_gate, p.host_id, p.assignment_epoch, p.job === null ? '' : `${p.job.id}:${p.job.state}`, p.filaments.map((f) => `${f.slot}:${f.type}:${f.color_hex}`).join(',')].join('|')
 }
