@@ -11,7 +11,7 @@
  * in-memory state never runs ahead of what was committed.
  */
 import { createActor, initialTransition, type Actor, type AnyActorLogic, type SnapshotFrom } from 'xstate'
-import { checkFence, classifyEvents, hostAssignmentMachine, RecentWindow, type FenceRefusal } from '../machines/host-assignment.js'
+import { checkFence, classifyEvents, hostAssignmentMachine, RecentWindow, type FenceRefusal, type HostAssignmentContext } from '../machines/host-assignment.js'
 import { placeholderJobIds, printerMachine, type BridgeEvent, type FilamentAssignment, type PrinterContext, type PrinterError, type PrinterJob } from '../machines/printer.js'
 import { pureTransition } from '../machines/transition.js'
 import type { Static } from '@sinclair/typebox'
@@ -100,10 +100,35 @@ export interface PrinterActorOptions {
   onCommitted: (change: PrinterChange) => void
 }
 
+/** A printer hydrated from the store: its identity, host assignment and state machine. */
+interface Loaded {
+  organizationId: string
+  identity: PrinterIdentity
+  assignment: AssignmentSnapshot
+  printer: Actor<PrinterLogic>
+  persistedOnline: boolean
+}
+
+/** One batch on its way through ingest: what each event turned out to be, and the answers so far. */
+interface IngestBatch {
+  /** To apply, in seqn order. */
+  apply: IncomingEvent[]
+  highWaterSeqn: number
+  refused: RefusedEvent[]
+  duplicates: IncomingEvent[]
+  /** Below the mark and never seen: stored in the history, not applied. */
+  late: IncomingEvent[]
+  outcomes: Map<string, EventOutcome>
+  /** The job each job event was (or is now) stored with. */
+  jobOf: Map<string, number | null>
+  /** The job a task's job:start opens. */
+  jobIdOf: Map<IncomingEvent, number>
+}
+
 export class PrinterActor {
   readonly printerId: string
   readonly #options: PrinterActorOptions
-  #loaded: { organizationId: string; identity: PrinterIdentity; assignment: AssignmentSnapshot; printer: Actor<PrinterLogic>; persistedOnline: boolean } | undefined
+  #loaded: Loaded | undefined
   /** Set when a write failed: the next message rebuilds from the store first. */
   #stale = true
   #missing = false
@@ -136,31 +161,54 @@ export class PrinterActor {
     const context = loaded.assignment.context
     const refusal = checkFence(context, request.hostId, request.assignmentEpoch)
     if (refusal !== undefined) throw fenceError(refusal, context.hostId, context.assignmentEpoch, request)
+    const batch = await this.#sortOut(context, request.events)
+    await this.#findRepeatedJobEvents(batch)
+    await this.#startTasks(loaded, context.assignmentEpoch, batch)
+    const stored = batch.apply.length === 0 && batch.late.length === 0 ? 0 : await this.#store(batch)
+    const processed = request.events.length - batch.refused.length
+    const highWater = this.#loaded!.assignment.context.highWaterSeqn
+    return {
+      processed,
+      failed: batch.refused.length,
+      stored,
+      duplicates: processed - stored,
+      refused: batch.refused,
+      jobOf: batch.jobOf,
+      outcomes: request.events.map((e) => batch.outcomes.get(e.eventId)!),
+      lastSeqn: highWater >= 0 ? highWater : null,
+    }
+  }
 
-    // The seqn rules (H = the high-water mark of the current epoch; docs/printers-and-events.md): seqn > H is applied
-    // in order; at or below H a stored eventId / idempotencyKey is a duplicate, a free seqn is late
-    // (stored in the history, not applied: the state has moved past it), and a seqn stored under
-    // another id is refused as reused.
-    const classified = classifyEvents(context, request.events)
-    const refused: RefusedEvent[] = []
-    const duplicates: IncomingEvent[] = []
-    const late: IncomingEvent[] = []
+  /**
+   * The seqn rules (H = the high-water mark of the current epoch; docs/printers-and-events.md): seqn > H is applied
+   * in order; at or below H a stored eventId / idempotencyKey is a duplicate, a free seqn is late
+   * (stored in the history, not applied: the state has moved past it), and a seqn stored under
+   * another id is refused as reused.
+   */
+  async #sortOut(context: HostAssignmentContext, events: readonly IncomingEvent[]): Promise<IngestBatch> {
+    const classified = classifyEvents(context, events)
+    const batch: IngestBatch = { apply: classified.apply, highWaterSeqn: classified.highWaterSeqn, refused: [], duplicates: [], late: [], outcomes: new Map(), jobOf: new Map(), jobIdOf: new Map() }
     // At or below the mark with an eventId the memory window does not hold: the log tells which.
     const unknown = new Set(classified.forgotten)
     const stored = unknown.size === 0 ? new Map<number, string>() : await this.#options.persistence.storedEventIds(this.printerId, context.assignmentEpoch, classified.forgotten.map((e) => e.seqn))
     for (const event of classified.duplicates) {
       const at = unknown.has(event) ? stored.get(event.seqn) : event.eventId
-      if (at === event.eventId) duplicates.push(event)
-      else if (at !== undefined) refused.push({ eventId: event.eventId, seqn: event.seqn, reason: `seqn ${event.seqn} already holds another event (a reused seqn is a bridge fault; not stored)` })
-      else late.push(event)
+      if (at === event.eventId) batch.duplicates.push(event)
+      else if (at !== undefined) batch.refused.push({ eventId: event.eventId, seqn: event.seqn, reason: `seqn ${event.seqn} already holds another event (a reused seqn is a bridge fault; not stored)` })
+      else batch.late.push(event)
     }
+    return batch
+  }
 
-    // Events whose effect is not idempotent (jobs, errors) are checked against the log too: the
-    // memory window may have forgotten them, and applying a job:start twice would close a running job.
-    let apply = classified.apply
-    const sensitive = apply.filter((e) => e.type.startsWith('job:') || e.type === 'printer:error')
-    const repeatedJobEvents = duplicates.filter((e) => e.type.startsWith('job:'))
-    const jobOf = new Map<string, number | null>()
+  /**
+   * Events whose effect is not idempotent (jobs, errors) are checked against the log too: the
+   * memory window may have forgotten them, and applying a job:start twice would close a running job.
+   * A retried job event answers with the job it was stored with, also when it is found by its
+   * idempotency key under another event id (in the log, or in the memory window).
+   */
+  async #findRepeatedJobEvents(batch: IngestBatch): Promise<void> {
+    const sensitive = batch.apply.filter((e) => e.type.startsWith('job:') || e.type === 'printer:error')
+    const repeatedJobEvents = batch.duplicates.filter((e) => e.type.startsWith('job:'))
     if (sensitive.length > 0 || repeatedJobEvents.length > 0) {
       const asked = [...sensitive, ...repeatedJobEvents]
       const known = await this.#options.persistence.lookupEvents(
@@ -168,83 +216,72 @@ export class PrinterActor {
         asked.map((e) => e.eventId),
         asked.flatMap((e) => (e.idempotencyKey === undefined ? [] : [e.idempotencyKey])),
       )
-      // A retried job event answers with the job it was stored with, also when it is found by its
-      // idempotency key under another event id (in the log, or in the memory window).
-      for (const k of known) jobOf.set(k.eventId, k.jobId)
+      for (const k of known) batch.jobOf.set(k.eventId, k.jobId)
       const jobOfKey = new Map(known.flatMap((k) => (k.idempotencyKey === null ? [] : [[k.idempotencyKey, k.jobId] as const])))
       for (const e of asked) {
-        if (e.idempotencyKey !== undefined && !jobOf.has(e.eventId) && jobOfKey.has(e.idempotencyKey)) jobOf.set(e.eventId, jobOfKey.get(e.idempotencyKey)!)
+        if (e.idempotencyKey !== undefined && !batch.jobOf.has(e.eventId) && jobOfKey.has(e.idempotencyKey)) batch.jobOf.set(e.eventId, jobOfKey.get(e.idempotencyKey)!)
       }
       const ids = new Set(known.map((k) => k.eventId))
       const keys = new Set(known.flatMap((k) => (k.idempotencyKey === null ? [] : [k.idempotencyKey])))
       const isKnown = (e: IncomingEvent) => ids.has(e.eventId) || (e.idempotencyKey !== undefined && keys.has(e.idempotencyKey))
-      duplicates.push(...sensitive.filter(isKnown))
-      apply = apply.filter((e) => !sensitive.includes(e) || !isKnown(e))
+      batch.duplicates.push(...sensitive.filter(isKnown))
+      batch.apply = batch.apply.filter((e) => !sensitive.includes(e) || !isKnown(e))
     }
-    const outcomes = new Map<string, EventOutcome>()
-    for (const e of duplicates) outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'duplicate' })
-    for (const r of refused) outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome: 'refused', reason: 'seqn_reused', message: r.reason })
+    for (const e of batch.duplicates) batch.outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'duplicate' })
+    for (const r of batch.refused) batch.outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome: 'refused', reason: 'seqn_reused', message: r.reason })
+  }
 
-    // A job:start naming a printer task starts that task's job, once (docs/print-jobs.md): the
-    // task is linked first, in its own transaction, and the event then opens the job under the
-    // task's job id. A crash between the two leaves the task started and the event unstored; the
-    // bridge's retry finds the task started and opens the job under the same id.
-    const jobIdOf = new Map<IncomingEvent, number>()
-    const taskStarts = apply.filter((e) => e.type === 'job:start' && dataOf(e)['printerTaskId'] !== undefined)
-    if (taskStarts.length > 0) {
-      const openJob = loaded.printer.getSnapshot().context.job
-      const reportJob = openJob !== null && openJob.endedAt === null && openJob.openedByReport === true && openJob.jobId > 0 ? openJob.jobId : undefined
-      const links = await this.#linkTaskStarts(taskStarts, context.assignmentEpoch, reportJob)
-      for (const e of taskStarts) {
-        const link = links.get(e)!
-        let refusal: { reason: RefusalReason; message: string } | undefined
-        if (link.outcome === 'linked' || (link.outcome === 'already' && !(openJob !== null && openJob.endedAt === null && openJob.jobId === link.jobId))) jobIdOf.set(e, link.jobId!)
-        else if (link.outcome === 'already') refusal = { reason: 'job_already_started', message: `task ${String(dataOf(e)['printerTaskId'])} started job ${link.jobId} already; this job:start changes nothing` }
-        else if (link.outcome === 'finished') refusal = { reason: 'job_already_started', message: `task ${String(dataOf(e)['printerTaskId'])} finished job ${link.jobId} already; this job:start changes nothing` }
-        else if (link.outcome === 'fenced') refusal = { reason: 'task_fenced', message: `task ${String(dataOf(e)['printerTaskId'])} was cancelled, expired, requeued or moved to another assignment; the job is not started by it` }
-        else if (link.outcome === 'mismatch') refusal = { reason: 'task_claim_mismatch', message: "claimGeneration or jobId is not the task's; use the values of the task's claim" }
-        else refusal = { reason: 'task_unknown', message: `no printer task ${String(dataOf(e)['printerTaskId']).slice(0, 64)} for this printer` }
-        if (refusal === undefined) continue
-        refused.push({ eventId: e.eventId, seqn: e.seqn, reason: refusal.message })
-        outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'refused', reason: refusal.reason, message: refusal.message })
-      }
-      apply = apply.filter((e) => !outcomes.has(e.eventId))
+  /**
+   * A job:start naming a printer task starts that task's job, once (docs/print-jobs.md): the
+   * task is linked first, in its own transaction, and the event then opens the job under the
+   * task's job id. A crash between the two leaves the task started and the event unstored; the
+   * bridge's retry finds the task started and opens the job under the same id.
+   */
+  async #startTasks(loaded: Loaded, assignmentEpoch: number, batch: IngestBatch): Promise<void> {
+    const taskStarts = batch.apply.filter((e) => e.type === 'job:start' && dataOf(e)['printerTaskId'] !== undefined)
+    if (taskStarts.length === 0) return
+    const openJob = loaded.printer.getSnapshot().context.job
+    const reportJob = openJob !== null && openJob.endedAt === null && openJob.openedByReport === true && openJob.jobId > 0 ? openJob.jobId : undefined
+    const links = await this.#linkTaskStarts(taskStarts, assignmentEpoch, reportJob)
+    for (const e of taskStarts) {
+      const link = links.get(e)!
+      const task = String(dataOf(e)['printerTaskId'])
+      let refusal: { reason: RefusalReason; message: string } | undefined
+      if (link.outcome === 'linked' || (link.outcome === 'already' && !(openJob !== null && openJob.endedAt === null && openJob.jobId === link.jobId))) batch.jobIdOf.set(e, link.jobId!)
+      else if (link.outcome === 'already') refusal = { reason: 'job_already_started', message: `task ${task} started job ${link.jobId} already; this job:start changes nothing` }
+      else if (link.outcome === 'finished') refusal = { reason: 'job_already_started', message: `task ${task} finished job ${link.jobId} already; this job:start changes nothing` }
+      else if (link.outcome === 'fenced') refusal = { reason: 'task_fenced', message: `task ${task} was cancelled, expired, requeued or moved to another assignment; the job is not started by it` }
+      else if (link.outcome === 'mismatch') refusal = { reason: 'task_claim_mismatch', message: "claimGeneration or jobId is not the task's; use the values of the task's claim" }
+      else refusal = { reason: 'task_unknown', message: `no printer task ${task.slice(0, 64)} for this printer` }
+      if (refusal === undefined) continue
+      batch.refused.push({ eventId: e.eventId, seqn: e.seqn, reason: refusal.message })
+      batch.outcomes.set(e.eventId, { eventId: e.eventId, seqn: e.seqn, outcome: 'refused', reason: refusal.reason, message: refusal.message })
     }
-    const answer = (stored: number): IngestResult => {
-      const processed = request.events.length - refused.length
-      const highWater = this.#loaded!.assignment.context.highWaterSeqn
-      return {
-        processed,
-        failed: refused.length,
-        stored,
-        duplicates: processed - stored,
-        refused,
-        jobOf,
-        outcomes: request.events.map((e) => outcomes.get(e.eventId)!),
-        lastSeqn: highWater >= 0 ? highWater : null,
-      }
-    }
-    if (apply.length === 0 && late.length === 0) return answer(0)
+    batch.apply = batch.apply.filter((e) => !batch.outcomes.has(e.eventId))
+  }
 
-    const bridgeEvents: BridgeEvent[] = apply.map((e) => ({ type: e.type, data: e.data, timestamp: e.timestamp, jobId: jobIdOf.get(e) }))
+  /** Applies and stores the batch's events (late ones stored only); answers how many the log did not hold yet. */
+  async #store(batch: IngestBatch): Promise<number> {
+    const { apply, late } = batch
+    const bridgeEvents: BridgeEvent[] = apply.map((e) => ({ type: e.type, data: e.data, timestamp: e.timestamp, jobId: batch.jobIdOf.get(e) }))
     const recordsOf = (after: PrinterContext): EventRecord[] => [
       ...apply.map((e, i) => record(e, after.eventJobs[i] ?? null, true)),
       ...late.map((e) => record(e, null, false)),
     ]
-    const { inserted, records } = await this.#change({ type: 'events', events: bridgeEvents }, recordsOf, classified.highWaterSeqn)
+    const { inserted, records } = await this.#change({ type: 'events', events: bridgeEvents }, recordsOf, batch.highWaterSeqn)
     this.#loaded!.assignment = pureTransition(hostAssignmentMachine, this.#loaded!.assignment, {
       type: 'EVENTS_APPLIED',
-      highWaterSeqn: classified.highWaterSeqn,
+      highWaterSeqn: batch.highWaterSeqn,
       eventIds: records.map((r) => r.eventId),
       idempotencyKeys: records.flatMap((r) => (r.idempotencyKey === null ? [] : [r.idempotencyKey])),
     })[0]
     for (const r of records) {
-      if (r.jobId !== null || r.type.startsWith('job:')) jobOf.set(r.eventId, r.jobId)
+      if (r.jobId !== null || r.type.startsWith('job:')) batch.jobOf.set(r.eventId, r.jobId)
       // Events the log already held (the window forgot them) are duplicates, not new.
       const outcome = !inserted.has(r.eventId) ? 'duplicate' : r.applied ? 'applied' : 'late'
-      outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome })
+      batch.outcomes.set(r.eventId, { eventId: r.eventId, seqn: r.seqn, outcome })
     }
-    return answer(records.filter((r) => inserted.has(r.eventId)).length)
+    return records.filter((r) => inserted.has(r.eventId)).length
   }
 
   async assignHost(organizationId: string, hostId: string): Promise<{ printerId: string; hostId: string; assignmentEpoch: number }> {
