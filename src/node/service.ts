@@ -49,7 +49,6 @@ import { startPrinterNode, type PrinterNode } from '../printers/runtime.js'
 import { createLiveFeed, type LiveFeed } from '../live/index.js'
 import { RedisRelay } from '../live/redis-relay.js'
 import { queueRoutes } from '../routes/queue.js'
-import type { LiveChange } from '../live/hub.js'
 import { createQueueNode, type QueueNode } from '../queue/index.js'
 import { queueHead } from '../queue/queue-view.js'
 import { loadSealedBox } from '../secrets/sealing-key.js'
@@ -96,6 +95,7 @@ import { nodeCalls } from '../../protocol/node-calls.js'
 import { RoutedPrinters } from '../cluster/routed-printers.js'
 import { checkListenAddresses } from '../startup/preflight.js'
 import { StartedParts } from '../startup/started-parts.js'
+import { connect, coreReactions, liveReactions, relayReactions } from './reactions.js'
 
 export interface RunningService {
   readonly port: number
@@ -245,12 +245,10 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   parts.add(() => files.close())
   const hostBindings = new HostBindings(db.sql)
   const jobs = createJobNode(config, db, sealedBox, files, logger, metrics, clock, printerNode.taskEvents)
-  jobs.watch(printerNode.runtime)
+  const queue = createQueueNode(config, db, jobs.dispatcher, directory, clock, logger, metrics, printerNode.taskEvents)
+  connect(coreReactions(printerNode, jobs, queue))
   jobs.start()
   parts.add(() => jobs.close())
-  const queue = createQueueNode(config, db, jobs.dispatcher, directory, clock, logger, metrics, printerNode.taskEvents)
-  // A task offered, claimed, started, finished, expired or fenced changes what the queue sees.
-  jobs.dispatcher.onTaskChange((organizationId) => queue.taskChanged(organizationId))
   queue.start()
   parts.add(() => queue.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
@@ -299,18 +297,7 @@ const liveQueueLength = 100
 async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<LiveFeed> {
   const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, queue: (organizationId) => queueHead(core.db.sql, organizationId, core.queue.settings, core.clock.now(), liveQueueLength), checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
   parts.add(() => feed.close())
-  // Display frames come from the node that runs the display's actor (relayed to the others below).
-  core.displayNode.onLiveChange(
-    (organizationId, display) => feed.hub.displayChanged(organizationId, display),
-    (organizationId) => feed.hub.follows(organizationId, 'displays'),
-  )
-  // The queue follows the printers: this node's changes here, other nodes' through the relay below.
-  // A change without events (configuration, presence) may be one the queue reads but the live view does not show (enabled).
-  const queueFollows = (change: LiveChange) =>
-    change.events.length === 0 && change.jobs.length === 0 ? core.queue.wake(change.organizationId) : core.queue.printerChanged(change.organizationId, change.printer)
-  feed.onLocalChange(queueFollows)
-  feed.onLocalRemoval((removal) => core.queue.printerRemoved(removal.printerId))
-  core.queue.onPassed((organizationId) => feed.queueChanged(organizationId))
+  connect(liveReactions(feed, core.queue, core.displayNode))
   if (config.redisUrl === undefined) return feed
   let relay: RedisRelay
   try {
@@ -319,20 +306,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
     throw redisUnreachable(error)
   }
   parts.add(() => relay.close())
-  feed.onLocalChange((change) => relay.publish(change))
-  feed.onLocalRemoval((removal) => relay.publishRemoval(removal))
-  // Host topics: every node hears which task changed and reads it back if one of its bridges follows the host.
-  feed.onLocalTaskChange((touched) => relay.publishTask(touched))
-  relay.onTaskReceived((touched) => feed.taskChanged(touched))
-  core.displayNode.onLiveChange((organizationId, display) => relay.publishDisplay(organizationId, display))
-  // The status feeds of this node's displays follow printers owned by other nodes too.
-  relay.onReceived((change) => core.displayNode.feed.printerChanged(change.printer.id))
-  relay.onReceived(queueFollows)
-  // A wake this node cannot take goes to the queue's owner; a pass done here is news for every node's queue topic.
-  core.queue.onRemoteWake((organizationId) => relay.publishQueueWake(organizationId))
-  relay.onQueueWake((organizationId) => core.queue.wakeFromPeer(organizationId))
-  core.queue.onPassed((organizationId) => relay.publishQueueChanged(organizationId))
-  relay.onQueueChanged((organizationId) => feed.queueChanged(organizationId))
+  connect(relayReactions(relay, feed, core.queue, core.displayNode))
   return feed
 }
 
