@@ -10,6 +10,7 @@
  * expired, re-scoped or deleted stops working at once on the node that made
  * the change and within 5 s on every other node.
  */
+import type { Clock } from '../../actors/clock.js'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { ServiceError } from '../../protocol/errors.js'
 import type { ApiKeyRecord } from '../../protocol/schemas/api-keys.js'
@@ -116,10 +117,10 @@ export async function deleteApiKey(sql: Queryable, organizationId: string, id: s
  * The scopes of those of `ids` that still work now (enabled, not expired, not deleted): one
  * query for every key behind the open live sockets of a node, which are checked again with it.
  */
-export async function currentApiKeyScopes(sql: Queryable, ids: readonly string[]): Promise<Map<string, ReadonlySet<string>>> {
+export async function currentApiKeyScopes(sql: Queryable, ids: readonly string[], now: Date): Promise<Map<string, ReadonlySet<string>>> {
   if (ids.length === 0) return new Map()
   const rows = await sql<{ id: string; scopes: string[] }[]>`
-    select id, scopes from api_keys where id = any(${ids as string[]}::uuid[]) and enabled and (expires_at is null or expires_at > now())`
+    select id, scopes from api_keys where id = any(${ids as string[]}::uuid[]) and enabled and (expires_at is null or expires_at > ${now})`
   return new Map(rows.map((r) => [r.id, new Set(r.scopes)]))
 }
 
@@ -147,10 +148,11 @@ export class ApiKeyCache {
   readonly #maxEntries: number
   readonly #now: () => number
 
-  constructor(sql: Queryable, options: { maxEntries?: number; now?: () => number } = {}) {
+  /** `now`: the node's clock (a cached key is read again after a while). */
+  constructor(sql: Queryable, options: { maxEntries?: number; now: () => number }) {
     this.#sql = sql
     this.#maxEntries = options.maxEntries ?? 50_000
-    this.#now = options.now ?? Date.now
+    this.#now = options.now
   }
 
   /** The key's record when the presented text is a key we issued, else undefined (whatever the reason). */
@@ -221,17 +223,19 @@ export class UsageLogWriter {
   readonly #buffer: UsageEntry[] = []
   readonly #batchSize: number
   readonly #maxBuffered: number
-  readonly #timer: NodeJS.Timeout
+  readonly #clock: Pick<Clock, 'setInterval' | 'clearInterval'>
+  readonly #timer: unknown
   #flushing: Promise<void> | undefined
   dropped = 0
 
-  constructor(sql: Sql, logger: Logger, options: { intervalMs?: number; batchSize?: number; maxBuffered?: number } = {}) {
+  /** `clock`: the node's, whose timers do not keep a stopping process up. */
+  constructor(sql: Sql, logger: Logger, clock: Pick<Clock, 'setInterval' | 'clearInterval'>, options: { intervalMs?: number; batchSize?: number; maxBuffered?: number } = {}) {
     this.#sql = sql
+    this.#clock = clock
     this.#logger = logger
     this.#batchSize = options.batchSize ?? 1_000
     this.#maxBuffered = options.maxBuffered ?? 50_000
-    this.#timer = setInterval(() => void this.flush(), options.intervalMs ?? 1_000)
-    this.#timer.unref()
+    this.#timer = clock.setInterval(() => void this.flush(), options.intervalMs ?? 1_000)
   }
 
   record(entry: UsageEntry): void {
@@ -252,7 +256,7 @@ export class UsageLogWriter {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#timer)
+    this.#clock.clearInterval(this.#timer)
     await this.flush()
     if (this.#buffer.length) await this.flush()
   }

@@ -25,7 +25,7 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   return match[1]
 }
 
-export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, oauthTokens: OAuthAccessTokens, now: () => number = Date.now) {
+export function createAuthenticator(sql: Queryable, sessions: Sessions, apiKeys: ApiKeyCache, oauthTokens: OAuthAccessTokens, now: () => number) {
   const membershipsOf = membershipReader(sql)
   /**
    * An OAuth access token follows the API key rules (the route's scope, its own organization, never

@@ -33,7 +33,8 @@ export interface Keyring {
 
 const reloadIntervalMs = 5_000
 
-export async function loadKeyring(sql: Sql, box: SealedBox, logger: Logger): Promise<Keyring> {
+/** `now`: the node's clock (an unknown key id reloads the keys at most once per interval). */
+export async function loadKeyring(sql: Sql, box: SealedBox, logger: Logger, now: () => number): Promise<Keyring> {
   let rows = await readKeys(sql)
   if (rows.length === 0) {
     const { privateKey, publicKey } = await generateKeyPair(signingAlgorithm, { extractable: true })
@@ -54,9 +55,9 @@ export async function loadKeyring(sql: Sql, box: SealedBox, logger: Logger): Pro
     }
   }
   let state = await build(rows, box)
-  let lastReload = Date.now()
+  let lastReload = now()
   const reload = async (): Promise<void> => {
-    lastReload = Date.now()
+    lastReload = now()
     state = await build(await readKeys(sql), box)
   }
   return {
@@ -66,7 +67,7 @@ export async function loadKeyring(sql: Sql, box: SealedBox, logger: Logger): Pro
     resolver: () => {
       return async (header, token) => {
         const kid = header?.kid
-        if (kid !== undefined && !state.jwks.keys.some((k) => k.kid === kid) && Date.now() - lastReload > reloadIntervalMs) {
+        if (kid !== undefined && !state.jwks.keys.some((k) => k.kid === kid) && now() - lastReload > reloadIntervalMs) {
           await reload()
         }
         return state.local(header, token)

@@ -204,7 +204,11 @@ export class DisplayStore implements DisplayPersistence {
   readonly #progressLater = perTurn<ProgressWrite>((writes) => void this.#saveProgressTogether(writes))
   readonly #assignLater = perTurn<AssignWrite>((writes) => void this.#assignTogether(writes))
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -244,7 +248,7 @@ export class DisplayStore implements DisplayPersistence {
         update displays set
           name = coalesce(${change.name ?? null}::text, name),
           pixels = coalesce(${change.pixels === undefined ? null : (change.pixels as string[])}::uuid[], pixels),
-          updated_at = now()
+          updated_at = ${new Date(this.#now())}
         where id = ${id} and organization_id = ${organizationId} returning id`
       if (updated.length === 0) throw displayNotFound()
       return view((await this.#row(tx, id))!)
@@ -317,7 +321,7 @@ export class DisplayStore implements DisplayPersistence {
   /** A capabilities report of the current credential; a report of an ended binding changes nothing. */
   async recordCapabilities(identity: DisplayCredentialIdentity, capability: SignalProfileCapability | null): Promise<boolean> {
     const updated = await this.#sql`
-      update displays d set capabilities = ${capability === null ? null : JSON.stringify(capability)}::text::jsonb, capabilities_at = now()
+      update displays d set capabilities = ${capability === null ? null : JSON.stringify(capability)}::text::jsonb, capabilities_at = ${new Date(this.#now())}
       where d.id = ${identity.displayId} and d.organization_id = ${identity.organizationId} and d.binding_epoch = ${identity.bindingEpoch}
         and exists (select 1 from display_credentials c where c.id = ${identity.credentialId} and c.display_id = d.id and c.revoked_at is null)
       returning d.id`
@@ -408,7 +412,7 @@ export class DisplayStore implements DisplayPersistence {
         select shard, token from shard_tokens where shard = any(${fenced}::int[]) for share
       )
       update displays d set activation_generation = d.activation_generation + 1, desired_revision_id = r.id, desired_sha256 = r.sha256,
-        error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
+        error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = ${new Date(this.#now())}
       from v, signal_profile_revisions r, display_credentials c
       where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.organization_id::text = v.o::text and d.binding_epoch = v.be
         and d.activation_generation = v.g and d.capabilities = v.cap::jsonb
@@ -453,7 +457,7 @@ export class DisplayStore implements DisplayPersistence {
       if (shortfall !== undefined) throw new ServiceError('signal_profile_capability_insufficient', `${shortfall}; nothing was published`)
       const [updated] = await tx<{ activation_generation: number; activation_updated_at: Date }[]>`
         update displays set activation_generation = activation_generation + 1, desired_revision_id = ${revision.id}, desired_sha256 = ${revision.sha256},
-          error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = now()
+          error_code = null, publish_error = null, publish_attempts = 0, activation_updated_at = ${new Date(this.#now())}
         where id = ${displayId} and binding_epoch = ${request.expectedBindingEpoch} and activation_generation = ${request.expectedActivationGeneration}
         returning activation_generation, activation_updated_at`
       // The locked row plus what the update changed, rather than a read of it again.
@@ -502,7 +506,7 @@ export class DisplayStore implements DisplayPersistence {
         rs: w.progress.session,
       }))
       rows = await this.#sql<{ id: string; activation_updated_at: Date }[]>`
-        update displays d set applied = v.ap, error_code = v.ec, publish_error = v.pe, publish_attempts = v.pa, receipt_session = v.rs, activation_updated_at = now()
+        update displays d set applied = v.ap, error_code = v.ec, publish_error = v.pe, publish_attempts = v.pa, receipt_session = v.rs, activation_updated_at = ${new Date(this.#now())}
         from json_to_recordset(${JSON.stringify(values)}::text::json) as v(id uuid, be integer, g integer, ap jsonb, ec text, pe text, pa integer, rs jsonb)
         where d.id = any(${writes.map((w) => w.displayId)}::uuid[]) and d.id = v.id and d.binding_epoch = v.be and d.activation_generation = v.g
         returning d.id::text as id, d.activation_updated_at`
@@ -523,7 +527,7 @@ export class DisplayStore implements DisplayPersistence {
     const [updated] = await sql<{ activation_updated_at: Date }[]>`
       update displays set applied = ${p.applied === null ? null : JSON.stringify(p.applied)}::text::jsonb, error_code = ${p.errorCode},
         publish_error = ${p.publishError}, publish_attempts = ${p.publishAttempts},
-        receipt_session = ${p.session === null ? null : JSON.stringify(p.session)}::text::jsonb, activation_updated_at = now()
+        receipt_session = ${p.session === null ? null : JSON.stringify(p.session)}::text::jsonb, activation_updated_at = ${new Date(this.#now())}
       where id = ${displayId} and binding_epoch = ${bindingEpoch} and activation_generation = ${generation}
       returning activation_updated_at`
     return updated?.activation_updated_at
@@ -536,11 +540,11 @@ export class DisplayStore implements DisplayPersistence {
       const row = await this.#row(tx, displayId, true)
       if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
       const epoch = row.binding_epoch + 1
-      await tx`update display_credentials set revoked_at = now() where display_id = ${displayId} and revoked_at is null`
+      await tx`update display_credentials set revoked_at = ${new Date(this.#now())} where display_id = ${displayId} and revoked_at is null`
       await tx`
         update displays set binding_epoch = ${epoch}, capabilities = null, capabilities_at = null, activation_generation = 0,
           desired_revision_id = null, desired_sha256 = null, applied = null, error_code = null, publish_error = null, publish_attempts = 0,
-          receipt_session = null, activation_updated_at = now(), updated_at = now()
+          receipt_session = null, activation_updated_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())}
         where id = ${displayId}`
       await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${displayId}, ${epoch}, ${credential.username}, ${credential.hash})`
       await grant({ organizationId, displayId, bindingEpoch: epoch, credentialId: credential.id, username: credential.username, password: credential.password })

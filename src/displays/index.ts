@@ -87,7 +87,7 @@ export async function startDisplayNode(options: DisplayNodeOptions): Promise<Dis
     onPublish: (outcome, kind) => publications.inc({ outcome, kind }),
     onBackgroundError: (what, error) => logger.warn(`display ${what} failed`, { error }),
   })
-  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db, options.clock), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns })
+  const feed = new StatusFeed({ store, snapshots: new Snapshots(options.db, options.clock), publish: (topic, payload) => gateway.publishRetained(topic, payload), logger, owns, clock: options.clock })
   const reloadFeed = (displayId: string) => void feed.reload(displayId).catch((error: unknown) => logger.warn('status feed reload failed', { displayId, error }))
   await gateway.attach(runtime, { onResync: reloadFeed, onCapabilities: (address) => liveChanges.changed(address.organizationId, address.displayId), owns })
   const unsubscribeShards = [

@@ -77,7 +77,11 @@ export type Publisher = string
 export class ProfileStore {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -109,7 +113,7 @@ export class ProfileStore {
         name = coalesce(${change.name ?? null}::text, name),
         archived = coalesce(${change.archived ?? null}::boolean, archived),
         draft_revision = draft_revision + 1,
-        updated_at = now()
+        updated_at = ${new Date(this.#now())}
       where id = ${id} and organization_id = ${organizationId} and draft_revision = ${change.expectedRevision}
       returning id`
     if (updated.length === 0) await this.#explainRefusal(organizationId, id, change.expectedRevision, false)
@@ -120,7 +124,7 @@ export class ProfileStore {
     // Compiles or throws 400 naming the field: only drafts that publish are kept.
     compileDraft(draft)
     const updated = await this.#sql`
-      update signal_profiles set draft = ${JSON.stringify(draft)}::text::jsonb, draft_revision = draft_revision + 1, updated_at = now()
+      update signal_profiles set draft = ${JSON.stringify(draft)}::text::jsonb, draft_revision = draft_revision + 1, updated_at = ${new Date(this.#now())}
       where id = ${id} and organization_id = ${organizationId} and draft_revision = ${expectedRevision} and not archived
       returning id`
     if (updated.length === 0) await this.#explainRefusal(organizationId, id, expectedRevision, true)

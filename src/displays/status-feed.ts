@@ -18,6 +18,7 @@
  *   clock (ms), so it keeps rising across restarts.
  * A pixel whose printer no longer exists shows UNKNOWN.
  */
+import type { Clock } from '../../actors/clock.js'
 import { feedLifetimeMs, feedRefreshMs, feedTopic, feedVersion, type DisplayAddress, type Feed } from '../../protocol/display-mqtt.js'
 import type { Logger } from '../observability/log.js'
 import type { Snapshots } from '../live/snapshots.js'
@@ -37,6 +38,8 @@ export interface StatusFeedOptions {
   snapshots: Snapshots
   publish: (topic: string, payload: string) => Promise<void>
   logger: Logger
+  /** The node's clock: the feed's ticks and the time of each publication. */
+  clock: Clock
   /** Whether this node publishes the display's feed (the owner of its shard); all by default. */
   owns?: (displayId: string) => boolean
   /** Publications in flight at once (a farm of thousands of displays refreshes in waves, not all at once). */
@@ -48,7 +51,7 @@ export class StatusFeed {
   readonly #options: StatusFeedOptions
   readonly #displays = new Map<string, FeedEntry>()
   readonly #byPrinter = new Map<string, Set<string>>()
-  #timer: ReturnType<typeof setInterval> | undefined
+  #timer: unknown
   #inFlight = 0
   #stopped = false
 
@@ -58,8 +61,7 @@ export class StatusFeed {
 
   async start(): Promise<void> {
     await this.resume(() => true)
-    this.#timer = setInterval(() => this.tick(), this.#options.tickMs ?? 1_000)
-    this.#timer.unref()
+    this.#timer = this.#options.clock.setInterval(() => this.tick(), this.#options.tickMs ?? 1_000)
   }
 
   /** Loads the feeds of the owned displays `filter` selects (start, a shard taken). */
@@ -78,7 +80,7 @@ export class StatusFeed {
 
   stop(): void {
     this.#stopped = true
-    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#options.clock.clearInterval(this.#timer)
   }
 
   /** A printer's state changed (after its commit). */
@@ -117,7 +119,7 @@ export class StatusFeed {
   /** Publishes what is dirty or due for refresh, within the concurrency bound. */
   tick(): void {
     if (this.#stopped) return
-    const now = Date.now()
+    const now = this.#options.clock.now()
     const limit = this.#options.concurrency ?? 64
     for (const [displayId, entry] of this.#displays) {
       if (this.#inFlight >= limit) return
@@ -145,7 +147,7 @@ export class StatusFeed {
     entry.busy = true
     entry.dirty = false
     this.#inFlight++
-    const now = Date.now()
+    const now = this.#options.clock.now()
     try {
       entry.sequence = Math.max(entry.sequence + 1, now)
       const feed = await this.message(entry, entry.sequence, now)

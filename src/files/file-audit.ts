@@ -39,7 +39,11 @@ export class FileAudit {
   readonly #models: ModelStore
   readonly #logger: Logger
 
-  constructor(sql: Sql, store: FileStore, models: ModelStore, logger: Logger) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, store: FileStore, models: ModelStore, logger: Logger, now: () => number) {
+    this.#now = now
     this.#sql = sql
     this.#store = store
     this.#models = models
@@ -123,7 +127,7 @@ export class FileAudit {
       for (const row of rows) {
         // Marked first, so a restore racing the sweep either wins (nothing is purged) or answers file_purged;
         // it never brings back a file whose bytes are gone. Bytes left by a failed delete show as orphans in the audit.
-        const marked = await this.#sql`update files set purged_at = now() where id = ${row.id} and deleted_at is not null and purged_at is null returning id`
+        const marked = await this.#sql`update files set purged_at = ${new Date(this.#now())} where id = ${row.id} and deleted_at is not null and purged_at is null returning id`
         if (marked.length === 0) continue
         purged++
         try {

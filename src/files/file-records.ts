@@ -53,7 +53,11 @@ export const fileNotFound = (): ServiceError => new ServiceError('file_not_found
 export class FileRecords {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -107,7 +111,7 @@ export class FileRecords {
 
   async softDelete(organizationId: string, id: string): Promise<void> {
     const rows = await this.#sql`
-      update files set deleted_at = now(), updated_at = now()
+      update files set deleted_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())}
       where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
     if (rows.length === 0) throw fileNotFound()
   }
@@ -124,7 +128,7 @@ export class FileRecords {
       if (row.deleted_at === null) return
       if (row.model_deleted) throw new ServiceError('model_unavailable', "the file's model is deleted; restore the model first")
       if (row.purged_at !== null) throw new ServiceError('file_purged', "the file's bytes were removed after its grace period; upload it again")
-      await tx`update files set deleted_at = null, updated_at = now() where id = ${id}`
+      await tx`update files set deleted_at = null, updated_at = ${new Date(this.#now())} where id = ${id}`
     })
   }
 }

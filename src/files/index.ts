@@ -3,6 +3,7 @@
  * (the file system under DATA_DIR/files, or S3 with FILES_S3_ENDPOINT) and
  * the stores, uploads and download signer built on it.
  */
+import type { Clock } from '../../actors/clock.js'
 import { join } from 'node:path'
 import type { Config } from '../node/config.js'
 import type { Logger } from '../observability/log.js'
@@ -37,22 +38,23 @@ export interface FileNode {
 const sweepEveryMs = 60 * 60_000
 const staleTemporaryMs = 24 * 60 * 60_000
 
-export function createFileNode(config: Config, db: Database, box: SealedBox, logger: Logger, metrics: MetricsRegistry): FileNode {
+export function createFileNode(config: Config, db: Database, box: SealedBox, logger: Logger, metrics: MetricsRegistry, clock: Clock): FileNode {
   const store: FileStore = config.filesS3 === undefined ? new FsFileStore(join(config.dataDir, 'files')) : new S3FileStore(config.filesS3)
-  const models = new ModelStore(db.sql)
-  const records = new FileRecords(db.sql)
-  const reprocessor = new Reprocessor(db.sql, store, logger)
-  const audit = new FileAudit(db.sql, store, models, logger)
-  let sweep: ReturnType<typeof setInterval> | undefined
+  const models = new ModelStore(db.sql, () => clock.now())
+  const now = () => clock.now()
+  const records = new FileRecords(db.sql, now)
+  const reprocessor = new Reprocessor(db.sql, store, logger, clock)
+  const audit = new FileAudit(db.sql, store, models, logger, now)
+  let sweep: unknown
   const purge = (): void => {
-    audit.purgeExpired(config.fileDeleteGraceDays, Date.now()).then(
+    audit.purgeExpired(config.fileDeleteGraceDays, clock.now()).then(
       (purged) => purged > 0 && logger.info('deleted files past their grace period purged', { purged }),
       (error: unknown) => logger.warn('the purge of deleted files failed; retried in an hour', { error }),
     )
     // Temporaries of uploads a crash cut off. A day old at least: on a shared mount another node's
     // upload may be writing one right now, and no upload takes a day.
     if (store instanceof FsFileStore) {
-      store.removeStaleTemporaries(staleTemporaryMs, Date.now()).then(
+      store.removeStaleTemporaries(staleTemporaryMs, clock.now()).then(
         (removed) => removed > 0 && logger.info('temporaries of interrupted uploads removed', { removed }),
         (error: unknown) => logger.warn('removing stale upload temporaries failed; retried in an hour', { error }),
       )
@@ -64,17 +66,16 @@ export function createFileNode(config: Config, db: Database, box: SealedBox, log
     records,
     uploads: new Uploads({ store, models, records, limitBytes: config.uploadLimitBytes, logger, metrics }),
     downloads: new DownloadSigner(box.derivedKeys('download-url'), config.publicBaseUrl),
-    reads: new ModelFileReads(db.sql, models),
+    reads: new ModelFileReads(db.sql, models, now),
     reprocessor,
     audit,
     start() {
       reprocessor.start()
-      sweep = setInterval(purge, sweepEveryMs)
-      sweep.unref()
+      sweep = clock.setInterval(purge, sweepEveryMs)
       purge()
     },
     async close() {
-      clearInterval(sweep)
+      clock.clearInterval(sweep)
       await reprocessor.stop()
       await store.close()
     },

@@ -16,7 +16,11 @@ export class ModelFileReads {
   readonly #sql: Sql
   readonly #models: ModelStore
 
-  constructor(sql: Sql, models: ModelStore) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, models: ModelStore, now: () => number) {
+    this.#now = now
     this.#sql = sql
     this.#models = models
   }
@@ -108,7 +112,7 @@ export class ModelFileReads {
         if (label.trim() === '') delete merged[id]
         else merged[id] = label
       }
-      const [updated] = await tx<FileRow[]>`update files set filament_labels = ${tx.json(merged)}, updated_at = now() where id = ${fileId} returning *`
+      const [updated] = await tx<FileRow[]>`update files set filament_labels = ${tx.json(merged)}, updated_at = ${new Date(this.#now())} where id = ${fileId} returning *`
       return updated!
     })
     return fileRecordOf(row as FileRow)

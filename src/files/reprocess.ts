@@ -9,6 +9,7 @@
  * `staleRunningMs` (rereading metadata twice is harmless; losing the command
  * is not).
  */
+import type { Clock } from '../../actors/clock.js'
 import { randomUUID } from 'node:crypto'
 import type { Sql } from 'postgres'
 import { ServiceError } from '../../protocol/errors.js'
@@ -43,13 +44,16 @@ export class Reprocessor {
   readonly #logger: Logger
   readonly #pollMs: number
   readonly #staleRunningMs: number
-  #timer: ReturnType<typeof setInterval> | undefined
+  readonly #clock: Clock
+  #timer: unknown
   #running: Promise<void> | undefined
   #again = false
   #stopped = false
 
-  constructor(sql: Sql, store: FileStore, logger: Logger, options: ReprocessOptions = {}) {
+  /** `clock`: the node's (its polls and the staleness of a command run on it). */
+  constructor(sql: Sql, store: FileStore, logger: Logger, clock: Clock, options: ReprocessOptions = {}) {
     this.#sql = sql
+    this.#clock = clock
     this.#store = store
     this.#logger = logger
     this.#pollMs = options.pollMs ?? 5_000
@@ -57,14 +61,13 @@ export class Reprocessor {
   }
 
   start(): void {
-    this.#timer = setInterval(() => this.kick(), this.#pollMs)
-    this.#timer.unref()
+    this.#timer = this.#clock.setInterval(() => this.kick(), this.#pollMs)
     this.kick()
   }
 
   async stop(): Promise<void> {
     this.#stopped = true
-    clearInterval(this.#timer)
+    this.#clock.clearInterval(this.#timer)
     await this.#running
   }
 
@@ -137,10 +140,10 @@ export class Reprocessor {
   async #drain(): Promise<void> {
     await this.#sql`
       update file_commands set status = 'queued', started_at = null
-      where status = 'running' and started_at < now() - ${this.#staleRunningMs / 1000} * interval '1 second'`
+      where status = 'running' and started_at < ${new Date(this.#clock.now())}::timestamptz - ${this.#staleRunningMs / 1000} * interval '1 second'`
     for (let n = 0; n < 100 && !this.#stopped; n++) {
       const [command] = await this.#sql<CommandRow[]>`
-        update file_commands set status = 'running', started_at = now()
+        update file_commands set status = 'running', started_at = ${new Date(this.#clock.now())}
         where id = (select id from file_commands where status = 'queued' order by created_at for update skip locked limit 1)
         returning *`
       if (command === undefined) return
@@ -160,14 +163,14 @@ export class Reprocessor {
       const metadata = tags === undefined ? extracted.metadata : { ...extracted.metadata, tags }
       await this.#sql`
         update files set metadata = ${this.#sql.json(metadata as never)}, project_filaments = ${this.#sql.json(extracted.projectFilaments as never)},
-          active_plate_number = ${extracted.activePlateNumber}, file_type = ${extracted.fileType}, updated_at = now()
+          active_plate_number = ${extracted.activePlateNumber}, file_type = ${extracted.fileType}, updated_at = ${new Date(this.#clock.now())}
         where id = ${file.id}`
       const processing = (metadata as { processing?: { status?: string; error?: string } }).processing
       if (processing?.status === 'failed') error = processing.error ?? 'the metadata could not be read'
     } catch (failure) {
       error = (failure as Error).message.slice(0, 500)
     }
-    await this.#sql`update file_commands set status = ${error === null ? 'succeeded' : 'failed'}, error = ${error}, finished_at = now() where id = ${command.id}`
+    await this.#sql`update file_commands set status = ${error === null ? 'succeeded' : 'failed'}, error = ${error}, finished_at = ${new Date(this.#clock.now())} where id = ${command.id}`
   }
 }
 

@@ -79,7 +79,7 @@ export function createLiveFeed(options: {
     logger: options.logger,
     metrics: options.metrics,
     clock: options.clock,
-    currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids),
+    currentKeys: (ids) => currentApiKeyScopes(options.db.sql, ids, new Date(options.clock.now())),
     oauthStanding: (claims) => oauthStanding(options.db.sql, claims),
     ...(options.checkHost === undefined ? {} : { checkHost: options.checkHost }),
     authenticate: async (headers, query) => {

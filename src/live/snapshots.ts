@@ -48,7 +48,7 @@ export class Snapshots {
 
   /** Status displays with their targets (the `displays` topic). */
   async displays(organizationId: string): Promise<{ displays: DisplayLive[] }> {
-    return { displays: await new DisplayStore(this.#db.sql).live(organizationId) }
+    return { displays: await new DisplayStore(this.#db.sql, () => this.#clock.now()).live(organizationId) }
   }
 
   async printers(organizationId: string): Promise<{ printers: PrinterState[] }> {

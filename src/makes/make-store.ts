@@ -50,7 +50,11 @@ export const makeNotFound = (): ServiceError => new ServiceError('make_not_found
 export class MakeStore {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -80,7 +84,7 @@ export class MakeStore {
         throw new ServiceError('validation_failed', `body.materials: filament_index ${outside.map((m) => m.filament_index).join(', ')} is not a project filament of this file; ${have}`)
       }
       await assertMaterials(tx, organizationId, materials.map((m) => m.material_id))
-      const now = new Date()
+      const now = new Date(this.#now())
       const id = body.make_id ?? randomUUID()
       if (body.is_default === true) {
         // One default per file (a partial unique index, checked at each statement): the old one steps down first.

@@ -51,7 +51,11 @@ const batchNotFound = (): ServiceError => new ServiceError('batch_not_found', 'n
 export class SkuStore {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -67,7 +71,7 @@ export class SkuStore {
       await writeComposition(tx, id, body.makes)
       // A make made for no SKU yet becomes this one's.
       // The revision moves with it: an editor holding the make's old revision must not save the pointer away unseen.
-      await tx`update makes set sku_id = ${id}, revision = revision + 1, updated_at = now() where id = any(${body.makes.map((m) => m.make_id)}::uuid[]) and sku_id is null`
+      await tx`update makes set sku_id = ${id}, revision = revision + 1, updated_at = ${new Date(this.#now())} where id = any(${body.makes.map((m) => m.make_id)}::uuid[]) and sku_id is null`
       return skuOf(row, body.makes)
     })
   }
@@ -85,7 +89,7 @@ export class SkuStore {
       }
       const [row] = await tx<SkuRow[]>`
         update skus set name = ${body.name ?? current.name},
-          description = ${body.description === undefined ? current.description : body.description}, updated_at = now()
+          description = ${body.description === undefined ? current.description : body.description}, updated_at = ${new Date(this.#now())}
         where id = ${current.id} returning *`
       return skuOf(row!, await compositionOf(tx, current.id))
     })

@@ -30,7 +30,11 @@ const notFound = (): ServiceError => new ServiceError('material_not_found', 'no 
 export class MaterialStore {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -72,7 +76,7 @@ export class MaterialStore {
       const min = body.nozzle_temp_min_c !== undefined ? body.nozzle_temp_min_c : current.nozzle_temp_min_c
       const max = body.nozzle_temp_max_c !== undefined ? body.nozzle_temp_max_c : current.nozzle_temp_max_c
       assertTemperatures(min, max)
-      const set: Record<string, unknown> = { updated_at: new Date() }
+      const set: Record<string, unknown> = { updated_at: new Date(this.#now()) }
       for (const [key, value] of Object.entries(body)) if (value !== undefined) set[key] = key === 'color_hex' && typeof value === 'string' ? value.toUpperCase() : value
       const [updated] = await tx<MaterialRow[]>`update materials set ${tx(set)} where id = ${id} returning *`
       return updated!

@@ -31,7 +31,11 @@ const notFound = (): ServiceError => new ServiceError('model_not_found', 'no suc
 export class ModelStore {
   readonly #sql: Sql
 
-  constructor(sql: Sql) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, now: () => number) {
+    this.#now = now
     this.#sql = sql
   }
 
@@ -95,7 +99,7 @@ export class ModelStore {
     await this.#sql.begin(async (tx) => {
       const [row] = await tx<ModelRow[]>`select * from models where organization_id = ${organizationId} and id = ${id} and deleted_at is null for update`
       if (row === undefined) throw notFound()
-      const set: Record<string, unknown> = { updated_at: new Date() }
+      const set: Record<string, unknown> = { updated_at: new Date(this.#now()) }
       if (body.name !== undefined) set['name'] = body.name
       if (body.source !== undefined) set['source'] = body.source
       if (body.designer !== undefined) set['designer'] = body.designer
@@ -109,13 +113,13 @@ export class ModelStore {
   }
 
   async softDelete(organizationId: string, id: string): Promise<void> {
-    const rows = await this.#sql`update models set deleted_at = now(), updated_at = now() where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
+    const rows = await this.#sql`update models set deleted_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())} where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
     if (rows.length === 0) throw notFound()
   }
 
   /** A deleted model comes back with its files as they were (deleted files stay deleted). Restoring an active model changes nothing. */
   async restore(organizationId: string, id: string): Promise<void> {
-    const rows = await this.#sql`update models set deleted_at = null, updated_at = now() where organization_id = ${organizationId} and id = ${id} returning id`
+    const rows = await this.#sql`update models set deleted_at = null, updated_at = ${new Date(this.#now())} where organization_id = ${organizationId} and id = ${id} returning id`
     if (rows.length === 0) throw notFound()
   }
 }

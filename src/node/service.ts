@@ -161,9 +161,9 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const core = await startCore(config, logger, parts, options.clock ?? systemClock)
     const now = () => core.clock.now()
     const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl, now)
-    const apiKeyCache = new ApiKeyCache(core.db.sql)
+    const apiKeyCache = new ApiKeyCache(core.db.sql, { now })
     const oauthTokens = new OAuthAccessTokens(core.keyring, config.publicBaseUrl, config.oauthAccessTtlSeconds, now)
-    const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache, oauthTokens)
+    const authenticate = createAuthenticator(core.db.sql, sessions, apiKeyCache, oauthTokens, now)
     const live = await startLive(config, logger, core, authenticate, sessions, parts)
     const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
     const services = wireServices(config, logger, core, live, { sessions, apiKeyCache, oauthTokens, routes })
@@ -185,7 +185,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       onApiKeyUse: (use) =>
         services.apiKeyUsage.record({
           apiKeyId: use.keyId,
-          usedAt: new Date(),
+          usedAt: new Date(core.clock.now()),
           method: use.method,
           route: use.route,
           status: use.status,
@@ -225,11 +225,11 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   const state: NodeState = { migrationsVersion: 0, accepting: false }
   state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
   const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
-  const keyring = await loadKeyring(db.sql, sealedBox, logger)
+  const keyring = await loadKeyring(db.sql, sealedBox, logger, () => clock.now())
   const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts, nodeId)
   const printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
   parts.add(() => printerNode.stop())
-  const displayStore = new DisplayStore(db.sql)
+  const displayStore = new DisplayStore(db.sql, () => clock.now())
   const mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
   parts.add(() => mqtt.close())
   if (config.mqttUrl !== undefined && config.mqttDisplayCredentials === 'none') {
@@ -240,7 +240,7 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder, clock })
   parts.add(() => displayNode.stop())
   const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
-  const files = createFileNode(config, db, sealedBox, logger, metrics)
+  const files = createFileNode(config, db, sealedBox, logger, metrics, clock)
   files.start()
   parts.add(() => files.close())
   const hostBindings = new HostBindings(db.sql)
@@ -319,10 +319,11 @@ function wireServices(
   shared: { sessions: Sessions; apiKeyCache: ApiKeyCache; oauthTokens: OAuthAccessTokens; routes: readonly Route<RouteSchemas, Services>[] },
 ): Services {
   const { db, directory } = core
+  const now = () => core.clock.now()
   let openApi: string | undefined
   const redis = directory instanceof RedisShardDirectory ? directory : undefined
   const printerReads = new PrinterReads(db, core.clock)
-  const oauthClients = new OAuthClientStore(db.sql, logger)
+  const oauthClients = new OAuthClientStore(db.sql, logger, now)
   const resources = new Resources(config.publicBaseUrl)
   const agents = new AgentIdentities(db.sql, core.keyring, shared.oauthTokens, resources, { claimTtlSeconds: config.agentClaimTtlSeconds, assertionTtlSeconds: config.oauthRefreshTtlSeconds }, logger, () => core.clock.now())
   return {
@@ -340,8 +341,8 @@ function wireServices(
       account: new FailureLimiter({ limit: config.loginFailuresPerAddress, windowMs: loginFailureWindowMs }),
     },
     apiKeyCache: shared.apiKeyCache,
-    apiKeyUsage: new UsageLogWriter(db.sql, logger),
-    printerConfig: new PrinterConfigStore(db, core.sealedBox, logger),
+    apiKeyUsage: new UsageLogWriter(db.sql, logger, core.clock),
+    printerConfig: new PrinterConfigStore(db, core.sealedBox, logger, now),
     printers: core.printers,
     printerReads,
     fleetGauges: new FleetGauges(printerReads, core.metrics, core.clock, logger),
@@ -355,13 +356,13 @@ function wireServices(
       }),
     },
     live,
-    profiles: new ProfileStore(db.sql),
+    profiles: new ProfileStore(db.sql, now),
     displays: core.displayNode,
     files: core.files,
-    materials: new MaterialStore(db.sql),
+    materials: new MaterialStore(db.sql, now),
     inventory: new SpoolStore(db.sql),
-    makes: new MakeStore(db.sql),
-    skus: new SkuStore(db.sql),
+    makes: new MakeStore(db.sql, now),
+    skus: new SkuStore(db.sql, now),
     oauthClients,
     oauthServer: {
       resources,
@@ -382,7 +383,7 @@ function wireServices(
       exchangeFailures: new FailureLimiter({ limit: config.authCodeFailuresPerSource, windowMs: loginFailureWindowMs }),
     },
     state: core.state,
-    startedAt: Date.now(),
+    startedAt: core.clock.now(),
     openApiJson: () => (openApi ??= JSON.stringify(buildOpenApiDocument(shared.routes, { publicBaseUrl: config.publicBaseUrl }))),
   }
 }

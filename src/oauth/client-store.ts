@@ -102,7 +102,11 @@ export class OAuthClientStore {
   readonly #sql: Sql
   readonly #logger: Logger
 
-  constructor(sql: Sql, logger: Logger) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(sql: Sql, logger: Logger, now: () => number) {
+    this.#now = now
     this.#sql = sql
     this.#logger = logger
   }
@@ -187,7 +191,7 @@ export class OAuthClientStore {
         redirect_uris = ${body.redirect_uris === undefined ? sql`redirect_uris` : sql.json(body.redirect_uris)},
         scopes = ${body.scopes === undefined ? sql`scopes` : (body.scopes as string[])},
         is_enabled = coalesce(${body.is_enabled ?? null}, is_enabled),
-        updated_at = now()
+        updated_at = ${new Date(this.#now())}
       where id = ${id} and source = 'organization' returning *`
     if (row === undefined) throw clientNotFound()
     this.#logger.info('oauth client changed', { organizationId: row.organization_id, clientId: row.client_id, fields: Object.keys(body), by })

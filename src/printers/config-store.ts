@@ -83,7 +83,11 @@ export class PrinterConfigStore {
   readonly #box: SealedBox
   readonly #logger: Logger
 
-  constructor(db: Database, box: SealedBox, logger: Logger) {
+  /** The node's clock: what it stamps a change with. */
+  readonly #now: () => number
+
+  constructor(db: Database, box: SealedBox, logger: Logger, now: () => number) {
+    this.#now = now
     this.#db = db
     this.#box = box
     this.#logger = logger
@@ -200,7 +204,7 @@ export class PrinterConfigStore {
   }
 
   async #write(tx: Queryable, organizationId: string, id: string, fields: Fields): Promise<void> {
-    const set: Record<string, unknown> = { updated_at: new Date() }
+    const set: Record<string, unknown> = { updated_at: new Date(this.#now()) }
     for (const [field, column] of Object.entries(plainColumns) as [keyof typeof plainColumns, string][]) {
       const value = fields[field]
       if (value !== undefined) set[column] = field === 'capabilities' ? tx.json(value as never) : value

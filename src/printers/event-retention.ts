@@ -10,6 +10,7 @@
  * the printer's state again; its seqn slot is free by then, so it is stored
  * again as a late event (and deleted again with its age).
  */
+import type { Clock } from '../../actors/clock.js'
 import type { Logger } from '../observability/log.js'
 import type { Database } from '../storage/database.js'
 
@@ -17,24 +18,26 @@ export class EventRetention {
   readonly #db: Database
   readonly #days: number
   readonly #logger: Logger
-  #timer: ReturnType<typeof setInterval> | undefined
+  readonly #clock: Clock
+  #timer: unknown
   #running: Promise<number> | undefined
 
-  constructor(db: Database, days: number, logger: Logger) {
+  /** `clock`: the node's (its sweeps, and the age of an event, run on it). */
+  constructor(db: Database, days: number, logger: Logger, clock: Clock) {
     this.#db = db
+    this.#clock = clock
     this.#days = days
     this.#logger = logger
   }
 
   start(everyMs = 3_600_000): void {
-    this.#timer = setInterval(() => {
+    this.#timer = this.#clock.setInterval(() => {
       this.sweep().catch((error: unknown) => this.#logger.warn('event retention sweep failed', { error }))
     }, everyMs)
-    this.#timer.unref()
   }
 
   async stop(): Promise<void> {
-    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#clock.clearInterval(this.#timer)
     await this.#running?.catch(() => undefined)
   }
 
@@ -46,7 +49,7 @@ export class EventRetention {
         for (;;) {
           const deleted = await this.#db.sql`
             delete from printer_events where ctid = any(array(
-              select ctid from printer_events where received_at < now() - make_interval(days => ${this.#days}) limit ${chunk}))`
+              select ctid from printer_events where received_at < ${new Date(this.#clock.now())}::timestamptz - make_interval(days => ${this.#days}) limit ${chunk}))`
           total += deleted.count
           if (deleted.count < chunk) break
         }

@@ -57,7 +57,7 @@ export async function startPrinterNode(db: Database, config: Config, metrics: Me
     },
   })
   metrics.gauge('printer_actors_resident', 'Printer actors in memory on this node.', [], (g) => g.set({}, runtime.resident))
-  const retention = new EventRetention(db, config.eventRetentionDays, logger)
+  const retention = new EventRetention(db, config.eventRetentionDays, logger, clock)
   runtime.start()
   retention.start()
   return {

@@ -35,7 +35,7 @@ export const createApiKeyRoute = defineRoute({
   responses: { 200: { description: 'The key, with its secret.', schema: CreatedApiKeySchema } },
   handler: async (req, svc: Services) => {
     const expiresAt = req.body.expires_at ?? null
-    if (expiresAt !== null && Date.parse(expiresAt) <= Date.now()) {
+    if (expiresAt !== null && Date.parse(expiresAt) <= svc.clock.now()) {
       throw new ServiceError('validation_failed', 'body.expires_at must be in the future')
     }
     const { record, key } = await createApiKey(svc.db.sql, {

@@ -93,12 +93,12 @@ export const createAuthCodeRoute = defineRoute({
       const code = newAuthCode()
       const [row] = await svc.db.sql<{ expires_at: Date }[]>`
         insert into auth_codes (code_hash, status, expires_at, requested_from)
-        values (${hashCode(code)}, 'pending', now() + make_interval(secs => ${authCodeLifetimeSeconds}), ${req.remoteAddress})
+        values (${hashCode(code)}, 'pending', ${new Date(svc.clock.now())}::timestamptz + make_interval(secs => ${authCodeLifetimeSeconds}), ${req.remoteAddress})
         on conflict (code_hash) do nothing
         returning expires_at`
       if (row !== undefined) {
         // Housekeeping on the way: codes a day past their expiry are of no use to anyone.
-        await svc.db.sql`delete from auth_codes where expires_at < now() - interval '1 day'`
+        await svc.db.sql`delete from auth_codes where expires_at < ${new Date(svc.clock.now())}::timestamptz - interval '1 day'`
         return { body: { code: displayCode(code), expires_at: row.expires_at.toISOString() } }
       }
     }
@@ -137,13 +137,13 @@ export const verifyAuthCodeRoute = defineRoute({
       const result = await svc.db.sql.begin(async (tx) => {
         if (code === undefined) return undefined
         const [row] = await tx<CodeRow[]>`
-          select id, status, expires_at <= now() as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
+          select id, status, expires_at <= ${new Date(svc.clock.now())} as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
           from auth_codes where code_hash = ${hashCode(code)} for update`
         if (row === undefined) return undefined
         if (row.expired) throw new ServiceError('auth_code_expired', 'the pairing code has expired; generate a new one on the bridge')
         if (row.status !== 'pending') throw new ServiceError('auth_code_used', 'the pairing code was already verified')
         const [updated] = await tx<CodeRow[]>`
-          update auth_codes set status = 'verified', verified_at = now(), verified_by = ${userId}, organization_id = ${organization.organizationId}
+          update auth_codes set status = 'verified', verified_at = ${new Date(svc.clock.now())}, verified_by = ${userId}, organization_id = ${organization.organizationId}
           where id = ${row.id}
           returning id, status, false as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id`
         return updated!
@@ -197,7 +197,7 @@ export const exchangeAuthCodeRoute = defineRoute({
     const paired = await svc.db.sql.begin(async (tx) => {
       if (code === undefined) return undefined
       const [row] = await tx<CodeRow[]>`
-        select id, status, expires_at <= now() as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
+        select id, status, expires_at <= ${new Date(svc.clock.now())} as expired, expires_at, verified_at, verified_by, used_at, api_key_id, organization_id
         from auth_codes where code_hash = ${hashCode(code)} for update`
       if (row === undefined) return undefined
       unknownCode = false
@@ -206,14 +206,14 @@ export const exchangeAuthCodeRoute = defineRoute({
       if (row.status === 'pending') throw new ServiceError('auth_code_pending', 'the pairing code is not verified yet')
       const { record, key } = await createApiKey(tx, {
         organizationId: row.organization_id!,
-        name: `bridge ${code.slice(0, 5)} paired ${new Date().toISOString().slice(0, 10)}`,
+        name: `bridge ${code.slice(0, 5)} paired ${new Date(svc.clock.now()).toISOString().slice(0, 10)}`,
         scopes: bridgeScopes,
         expiresAt: null,
         createdBy: row.verified_by,
       })
-      await tx`update auth_codes set status = 'used', used_at = now(), api_key_id = ${record.id} where id = ${row.id}`
+      await tx`update auth_codes set status = 'used', used_at = ${new Date(svc.clock.now())}, api_key_id = ${record.id} where id = ${row.id}`
       // Kept with the key: the code's row is swept a day after it expired, the binding lasts (src/auth/host-binding.ts).
-      await tx`update api_keys set paired_at = now() where id = ${record.id}`
+      await tx`update api_keys set paired_at = ${new Date(svc.clock.now())} where id = ${record.id}`
       return { record, key }
     }).finally(() => {
       // Polling a pending code, or any known code, never uses up the budget.

@@ -177,32 +177,32 @@ async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, auth
 
 /** Ends an open stream at its token's expiry, or when the token no longer stands; everything stops when the stream closes. */
 function watchStream(svc: Services, body: Readable, ending: AbortController, signal: AbortSignal, principal: Principal & { kind: 'oauth' }, scope: ListenScope, expiresAt: number | undefined): void {
-  const timers: NodeJS.Timeout[] = []
+  // On the node's clock (its timers are unref'd: an open stream never keeps a stopping node up).
+  const { clock } = svc
+  let expiry: unknown
+  let standingCheck: unknown
   const end = (): void => {
-    for (const timer of timers) clearTimeout(timer)
-    timers.length = 0
+    clock.clearTimeout(expiry)
+    clock.clearInterval(standingCheck)
     ending.abort()
   }
   body.once('close', end)
   if (signal.aborted || body.destroyed) return end()
-  if (expiresAt !== undefined) timers.push(setTimeout(end, Math.max(0, expiresAt * 1000 - Date.now())))
+  if (expiresAt !== undefined) expiry = clock.setTimeout(end, Math.max(0, expiresAt * 1000 - clock.now()))
   const needs = [...(scope.printers.size > 0 ? ['printers:read'] : []), ...(scope.jobs.size > 0 || scope.queue ? ['print-jobs:read'] : [])]
   const claims = { userId: principal.userId, clientId: principal.clientId, organizationId: principal.organizationId, tokenId: principal.tokenId }
   let failures = 0
-  timers.push(
-    setInterval(() => {
-      oauthStanding(svc.db.sql, claims).then(
-        (standing) => {
-          failures = 0
-          if (needs.some((s) => !standing.allowedScopes.includes(s))) end()
-        },
-        (error: unknown) => {
-          if (error instanceof ServiceError || ++failures >= standingCheckFailures) end()
-        },
-      )
-    }, standingCheckMs),
-  )
-  for (const timer of timers) timer.unref()
+  standingCheck = clock.setInterval(() => {
+    oauthStanding(svc.db.sql, claims).then(
+      (standing) => {
+        failures = 0
+        if (needs.some((s) => !standing.allowedScopes.includes(s))) end()
+      },
+      (error: unknown) => {
+        if (error instanceof ServiceError || ++failures >= standingCheckFailures) end()
+      },
+    )
+  }, standingCheckMs)
 }
 
 function listenRefusal(listen: ListenRequest, check: ListenRefusal): Reply {

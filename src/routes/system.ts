@@ -24,7 +24,7 @@ export const healthRoute = defineRoute({
   auth: probe,
   schemas: {},
   responses: { 200: { description: 'The process is alive.', schema: HealthSchema } },
-  handler: (_req, svc: Services) => ({ raw: healthText(Math.round((Date.now() - svc.startedAt) / 1000)), contentType: jsonContentType }),
+  handler: (_req, svc: Services) => ({ raw: healthText(Math.round((svc.clock.now() - svc.startedAt) / 1000)), contentType: jsonContentType }),
 })
 
 /**

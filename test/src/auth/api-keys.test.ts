@@ -1,4 +1,5 @@
 /** The API key cache and usage writer against a real store (PGlite, or PostgreSQL with DATABASE_URL). */
+import { systemClock } from '../../../actors/clock.js'
 import t from 'tap'
 import { loadConfig } from '../../../src/node/config.js'
 import { ApiKeyCache, cacheTtlMs, createApiKey, UsageLogWriter } from '../../../src/auth/api-keys.js'
@@ -35,7 +36,7 @@ t.test('api key cache - a local invalidation takes effect at once; unknown prefi
       return Reflect.apply(target as never, thisArg, args)
     },
   })
-  const cache = new ApiKeyCache(counting)
+  const cache = new ApiKeyCache(counting, { now: Date.now })
   const { key, record } = await createApiKey(db.sql, { organizationId: orgId, name: 'k2', scopes: ['printers:read'], expiresAt: null, createdBy: null })
   await cache.resolve(key)
   await db.sql`update api_keys set scopes = ${['jobs:read']} where id = ${record.id}`
@@ -56,7 +57,7 @@ t.test('usage writer - entries survive a failed write and land once the store an
       return Reflect.get(target, prop, receiver)
     },
   })
-  const writer = new UsageLogWriter(flaky, logger, { intervalMs: 60_000 })
+  const writer = new UsageLogWriter(flaky, logger, systemClock, { intervalMs: 60_000 })
   t.teardown(() => writer.close())
   const entry = (i: number) => ({ apiKeyId: record.id, usedAt: new Date(), method: 'GET', route: '/x', status: 200, remoteAddress: '10.0.0.1', requestId: `r${i}` })
   for (let i = 0; i < 5; i++) writer.record(entry(i))
@@ -77,7 +78,7 @@ t.test('usage writer - memory is bounded while the store is down; the oldest ent
       return Reflect.get(target, prop, receiver)
     },
   })
-  const writer = new UsageLogWriter(failing, logger, { intervalMs: 60_000, batchSize: 1_000_000, maxBuffered: 10 })
+  const writer = new UsageLogWriter(failing, logger, systemClock, { intervalMs: 60_000, batchSize: 1_000_000, maxBuffered: 10 })
   for (let i = 0; i < 25; i++) writer.record({ apiKeyId: orgId, usedAt: new Date(), method: 'GET', route: '/x', status: 200, remoteAddress: 'a', requestId: `r${i}` })
   t.equal(writer.dropped, 15)
   await writer.flush()
@@ -103,7 +104,7 @@ t.test('api key cache - an invalidation during a lookup is not undone by that lo
       return gate.then(() => result)
     },
   })
-  const cache = new ApiKeyCache(slow)
+  const cache = new ApiKeyCache(slow, { now: Date.now })
   const inFlight = cache.resolve(key)
   // Meanwhile the key is disabled on this node, which invalidates it.
   await db.sql`update api_keys set enabled = false where id = ${record.id}`

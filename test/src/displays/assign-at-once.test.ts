@@ -45,7 +45,7 @@ t.test('a store that remembers everything still honours a newer fencing token, a
   const display = await registerDisplay(farm)
   await connectSimulator(t, farm, display)
   const revision = await publishedRevision(farm)
-  const store = new DisplayStore(sql)
+  const store = new DisplayStore(sql, Date.now)
   const shard = shardOf(display.id)
   const request = (generation: number) => ({ organizationId: farm.orgId, revisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: generation })
   // The first assignment reads everything (and teaches the store the revision and the capability).

@@ -34,7 +34,7 @@ t.test('assignments of one turn are one statement, each written or refused on it
   for (const d of displays) await connectSimulator(t, farm, d)
   const revision = await publishedRevision(farm)
   const { sql: countingSql, statements } = counted()
-  const store = new DisplayStore(countingSql)
+  const store = new DisplayStore(countingSql, Date.now)
   const request = (generation: number) => ({ organizationId: farm.orgId, revisionId: revision.id, expectedBindingEpoch: 1, expectedActivationGeneration: generation })
   // The first assignments read everything and teach the store the revision and each capability.
   for (const d of displays) t.equal((await store.assign(d.id, request(0))).generation, 1)

@@ -15,7 +15,7 @@ const sessionOf = async (id: string) => (await sql`select receipt_session, publi
 
 t.test('writes of one turn are each conditioned on their own binding and generation', async (t) => {
   const [a, b, c] = [await registerDisplay(farm), await registerDisplay(farm), await registerDisplay(farm)]
-  const store = new DisplayStore(sql)
+  const store = new DisplayStore(sql, Date.now)
   const written = await Promise.all([
     store.saveProgress(a.id, 1, 0, progress('a', 1)),
     store.saveProgress(b.id, 1, 5, progress('b', 2)),
@@ -31,7 +31,7 @@ t.test('writes of one turn are each conditioned on their own binding and generat
 
 t.test('a row the database refuses fails alone; the others of its turn are written', async (t) => {
   const [a, b] = [await registerDisplay(farm), await registerDisplay(farm)]
-  const store = new DisplayStore(sql)
+  const store = new DisplayStore(sql, Date.now)
   const [good, bad] = await Promise.allSettled([store.saveProgress(a.id, 1, 0, progress('fine', 4)), store.saveProgress(b.id, 1, 0, progress('nul \u0000 here', 5))])
   t.equal(good.status, 'fulfilled')
   t.type((good as PromiseFulfilledResult<unknown>).value, Date)

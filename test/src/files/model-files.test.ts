@@ -139,7 +139,7 @@ t.test('reprocess - a command queued when the node stopped is run by the next st
   const modelId = await createModel(url, admin)
   const file = (await upload(url, admin, modelId, { name: 'c.gcode', bytes: prusaGcode() })).json
   const [command] = await sql`insert into file_commands (id, organization_id, file_id, kind, status) values (gen_random_uuid(), ${farm.orgId}, ${file.id}, 'reprocess', 'queued') returning id`
-  const worker = new Reprocessor(sql, svc.services.files.store, svc.services.logger, { pollMs: 60_000 })
+  const worker = new Reprocessor(sql, svc.services.files.store, svc.services.logger, svc.services.clock, { pollMs: 60_000 })
   worker.start()
   t.teardown(() => worker.stop())
   await waitFor(async () => (await request(url, `/v1/model-files/${file.id}/reprocess/${command!.id}`, { headers: admin })).json.status === 'succeeded', 'the restarted worker to run it')

@@ -11,7 +11,7 @@ t.test('event retention - events older than the retention are deleted in chunks;
   const printer = await addPrinter(farm)
   await postBatch(farm, batch(printer, Array.from({ length: 25 }, (_, i) => item(i))))
   await sql`update printer_events set received_at = now() - interval '40 days' where printer_id = ${printer} and seqn < 20`
-  const retention = new EventRetention(svc.services.db, 30, captureLogger().logger)
+  const retention = new EventRetention(svc.services.db, 30, captureLogger().logger, svc.services.clock)
   t.equal(await retention.sweep(7), 20, 'all old rows, over several chunks of 7')
   const left = await sql`select seqn from printer_events where printer_id = ${printer} order by seqn`
   t.same(left.map((r) => r['seqn']), [20, 21, 22, 23, 24])
