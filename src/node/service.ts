@@ -167,7 +167,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
     const live = await startLive(config, logger, core, authenticate, sessions, parts)
     const routes = [...allRoutes(), ...(options.extraRoutes ?? [])]
     const services = wireServices(config, logger, core, live, { sessions, apiKeyCache, oauthTokens, routes })
-    parts.add(() => services.apiKeyUsage.close())
+    parts.add('api key usage log', () => services.apiKeyUsage.close())
     const http = await startHttpServer({
       host: config.host,
       port: config.port,
@@ -194,7 +194,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
         }),
     })
     // Stopped first: no new request, and those in flight finish (up to SHUTDOWN_TIMEOUT_MS) before anything below them closes.
-    parts.add(() => http.close(config.shutdownTimeoutMs))
+    parts.add('http', () => http.close(config.shutdownTimeoutMs))
     const bootstrap = await createFirstAdmin(core.db, config, logger)
     core.state.accepting = true
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host
@@ -217,10 +217,10 @@ export async function startService(config: Config, options: StartOptions = {}): 
 async function startCore(config: Config, logger: Logger, parts: StartedParts, clock: Clock): Promise<Core> {
   const nodeId = config.nodeId ?? persistentNodeId(config.dataDir)
   const db = await openDatabase(config, logger, `printfarm ${nodeId}`)
-  parts.add(() => db.close())
+  parts.add('store', () => db.close())
   const metrics = new MetricsRegistry()
   const stopProcessMetrics = registerProcessMetrics(metrics)
-  parts.add(stopProcessMetrics)
+  parts.add('process metrics', stopProcessMetrics)
   // Not ready (GET /readyz) until the whole start is done, the first admin included.
   const state: NodeState = { migrationsVersion: 0, accepting: false }
   state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
@@ -228,29 +228,29 @@ async function startCore(config: Config, logger: Logger, parts: StartedParts, cl
   const keyring = await loadKeyring(db.sql, sealedBox, logger, () => clock.now())
   const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts, nodeId)
   const printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
-  parts.add(() => printerNode.stop())
+  parts.add('printers', () => printerNode.stop())
   const displayStore = new DisplayStore(db.sql, () => clock.now())
   const mqtt = await connectMqtt(config, logger, { verifyDisplay: (username, password) => displayStore.verifyCredential(username, password) })
-  parts.add(() => mqtt.close())
+  parts.add('mqtt', () => mqtt.close())
   if (config.mqttUrl !== undefined && config.mqttDisplayCredentials === 'none') {
     logger.warn(
       'status displays are off: MQTT_URL names an external broker and MQTT_DISPLAY_CREDENTIALS is none, so the service cannot give displays credentials; display registration answers 503 MQTT_DISPLAY_NOT_CONFIGURED (set MQTT_DISPLAY_CREDENTIALS=dynamic-security for Mosquitto, see docs/displays.md)',
     )
   }
   const displayNode = await startDisplayNode({ brokerCredentials: config.mqttDisplayCredentials, db, store: displayStore, mqtt, printers: printerNode.runtime, logger, metrics, directory, forwarder, clock })
-  parts.add(() => displayNode.stop())
+  parts.add('displays', () => displayNode.stop())
   const printers = new RoutedPrinters(printerNode.runtime, directory, forwarder)
   const files = createFileNode(config, db, sealedBox, logger, metrics, clock)
   files.start()
-  parts.add(() => files.close())
+  parts.add('files', () => files.close())
   const hostBindings = new HostBindings(db.sql)
   const jobs = createJobNode(config, db, sealedBox, files, logger, metrics, clock, printerNode.taskEvents)
   const queue = createQueueNode(config, db, jobs.dispatcher, directory, clock, logger, metrics, printerNode.taskEvents)
   connect(coreReactions(printerNode, jobs, queue))
   jobs.start()
-  parts.add(() => jobs.close())
+  parts.add('jobs', () => jobs.close())
   queue.start()
-  parts.add(() => queue.close())
+  parts.add('queue', () => queue.close())
   // Printers and displays have registered their handlers: a call of the table nobody serves is a bug, found here.
   forwarder?.assertServesAll()
   return { db, metrics, state, sealedBox, keyring, directory, forwarder, clock, printerNode, printers, mqtt, displayNode, files, jobs, queue, hostBindings }
@@ -285,8 +285,8 @@ async function startCluster(
     throw redisUnreachable(error)
   }
   const started = forwarder
-  parts.add(() => started.close())
-  parts.add(() => directory.stop())
+  parts.add('node calls', () => started.close())
+  parts.add('shard leases', () => directory.stop())
   return { directory, forwarder }
 }
 
@@ -296,7 +296,7 @@ const liveQueueLength = 100
 /** The live feed, with its relay to other nodes when Redis is configured. */
 async function startLive(config: Config, logger: Logger, core: Core, authenticate: Authenticate, sessions: Sessions, parts: StartedParts): Promise<LiveFeed> {
   const feed = createLiveFeed({ db: core.db, printers: core.printerNode.runtime, tasks: core.jobs.dispatcher, queue: (organizationId) => queueHead(core.db.sql, organizationId, core.queue.settings, core.clock.now(), liveQueueLength), checkHost: (principal, hostId) => core.hostBindings.check(principal, hostId), authenticate, sessions, logger, metrics: core.metrics, clock: core.clock })
-  parts.add(() => feed.close())
+  parts.add('live feed', () => feed.close())
   connect(liveReactions(feed, core.queue, core.displayNode))
   if (config.redisUrl === undefined) return feed
   let relay: RedisRelay
@@ -305,7 +305,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   } catch (error) {
     throw redisUnreachable(error)
   }
-  parts.add(() => relay.close())
+  parts.add('live relay', () => relay.close())
   connect(relayReactions(relay, feed, core.queue, core.displayNode))
   return feed
 }

@@ -8,7 +8,7 @@ import { addPrinter, batch, item, openFarm, postBatch } from '../../helpers/brid
 import { SimulatedClock } from '../../helpers/clock.js'
 import { waitFor } from '../../helpers/poll.js'
 import { request } from '../../helpers/http.js'
-import { startTestService } from '../../helpers/service.js'
+import { captureLogger, startTestService } from '../../helpers/service.js'
 
 /** The process's timers, sockets and servers, by kind. */
 function activeResources(): Map<string, number> {
@@ -44,4 +44,17 @@ t.test('shutdown - a node that ingested, served and swept leaves no timer, socke
   t.same(left(), {}, `active after stop: ${process.getActiveResourcesInfo().join(', ')}`)
   const stopLogs = svc.logs.slice(svc.logs.findIndex((line) => line['msg'] === 'shutting down'))
   t.same(stopLogs.filter((line) => line['level'] === 'error' || line['level'] === 'warn'), [], 'nothing failed or warned during or after the stop')
+})
+
+t.test('shutdown - the parts of a node stop in the reverse order of their start, the HTTP server first and the store last, each named in the log', async (t) => {
+  const { logger, logs } = captureLogger('debug')
+  const svc = await startTestService(t, {}, { logger })
+  await svc.stop()
+  const named = (msg: string) => logs.filter((l) => l['msg'] === msg).map((l) => String(l['part']))
+  const started = named('part started')
+  t.ok(started.length >= 10, `the parts started: ${started.join(', ')}`)
+  t.same(named('part stopped'), [...started].reverse(), 'stopped newest first, each once')
+  t.equal(started[0], 'store', 'the store came up first')
+  t.equal(started.at(-1), 'http', 'the HTTP server came up last')
+  t.same(logs.filter((l) => l['msg'] === 'stopping a part of the node failed'), [], 'none failed to stop')
 })
