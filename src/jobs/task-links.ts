@@ -23,13 +23,14 @@ import type { TaskStartLink, TaskStartRequest } from '../../actors/printer-persi
 import type { JobStatus, TaskState } from '../../protocol/schemas/print-jobs.js'
 
 /** `fencingToken`: the printer actor's token for the printer's shard (0: the local directory, not checked). */
-export async function linkTaskStarts(sql: Sql, printerId: string, starts: readonly TaskStartRequest[], fencingToken: number): Promise<Map<string, TaskStartLink>> {
+/** `at`: now, on the node's clock (the task's start time). */
+export async function linkTaskStarts(sql: Sql, printerId: string, starts: readonly TaskStartRequest[], fencingToken: number, at: Date): Promise<Map<string, TaskStartLink>> {
   const links = new Map<string, TaskStartLink>()
-  for (const start of starts) links.set(start.taskId, await linkOne(sql, printerId, start, fencingToken))
+  for (const start of starts) links.set(start.taskId, await linkOne(sql, printerId, start, fencingToken, at))
   return links
 }
 
-async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest, fencingToken: number): Promise<TaskStartLink> {
+async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest, fencingToken: number, at: Date): Promise<TaskStartLink> {
   return sql.begin(async (tx) => {
     await checkFence(tx, { shard: shardOf(printerId), token: fencingToken })
     const [owner] = await tx<{ job_id: string }[]>`select job_id from printer_tasks where id = ${start.taskId} and printer_id = ${printerId}`
@@ -50,8 +51,8 @@ async function linkOne(sql: Sql, printerId: string, start: TaskStartRequest, fen
     if (start.claimGeneration !== undefined && start.claimGeneration !== task.claim_generation) return { outcome: 'mismatch', jobId: null }
     const next = nextJobStatus(job.status, { type: 'START' })
     if (next === undefined) return { outcome: 'fenced', jobId }
-    await tx`update printer_tasks set state = 'started', started_at = now(), updated_at = now() where id = ${start.taskId}`
-    await tx`update print_jobs set status = ${next}, printer_id = ${printerId}, updated_at = now() where id = ${jobId}`
+    await tx`update printer_tasks set state = 'started', started_at = ${at}, updated_at = ${at} where id = ${start.taskId}`
+    await tx`update print_jobs set status = ${next}, printer_id = ${printerId}, updated_at = ${at} where id = ${jobId}`
     if (start.reportJobId !== undefined && start.reportJobId !== jobId) await adoptReportJob(tx, printerId, start.reportJobId, jobId)
     return { outcome: 'linked', jobId }
   })

@@ -108,9 +108,12 @@ export class PgPrinterPersistence implements PrinterPersistence {
   #inFlight = 0
   #scheduled = false
   readonly #idle: (() => void)[] = []
+  readonly #now: () => number
 
-  constructor(db: Database, options: WriterOptions = {}) {
+  /** `now`: the node's clock, what the rows are stamped with (the time a printer was last seen, and when a change was made). */
+  constructor(db: Database, now: () => number, options: WriterOptions = {}) {
     this.#db = db
+    this.#now = now
     this.#options = options
     this.#maxConcurrent = options.maxConcurrentFlushes ?? 4
     this.#maxEvents = options.maxEventsPerFlush ?? 1_000
@@ -221,7 +224,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
   }
 
   async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[], fencingToken: number): Promise<Map<string, TaskStartLink>> {
-    const links = await linkTaskStarts(this.#db.sql, printerId, starts, fencingToken)
+    const links = await linkTaskStarts(this.#db.sql, printerId, starts, fencingToken, new Date(this.#now()))
     for (const link of links.values()) if (link.outcome === 'linked') this.#options.taskStarts?.inc({ event: 'started' })
     return links
   }
@@ -232,7 +235,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
       with tok as (
         select token from shard_tokens where shard = ${shard} and ${fencingToken}::bigint > 0 for share
       ), moved as (
-        update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = now()
+        update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = ${new Date(this.#now())}
         where id = ${printerId} and assignment_epoch = ${fromEpoch} and not exists (select 1 from tok where token > ${fencingToken}::bigint)
         returning id
       )
@@ -252,7 +255,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     const mine = candidates.map((r) => r.printer_id).filter(owns)
     if (mine.length === 0) return []
     const rows = await this.#db.sql<{ printer_id: string }[]>`
-      update printer_state set online = false, updated_at = now()
+      update printer_state set online = false, updated_at = ${new Date(this.#now())}
       where printer_id = any(${mine}::uuid[]) and online and seen_at < ${before}
       returning printer_id`
     return rows.map((r) => r.printer_id)
@@ -370,7 +373,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // the flush's text; the walk only when an escaped NUL may be there.
     // COPY text holds a raw NUL only from an id, key or type (JSON.stringify escapes the data's).
     if (copy && copied === undefined) throw new UnencodableRows(new Error('a text field holds U+0000'), 'nul-field')
-    const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant }
+    const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant, at: new Date(this.#now()) }
     let rows: FlushRow[] | undefined
     if (copied !== undefined) {
       refuseNul(copied, units)
@@ -532,6 +535,8 @@ async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<Fl
 
 interface FlushParts {
   fences: string
+  /** Now, on the node's clock. */
+  at: Date
   fencedShards: number[]
   states: string
   jobs: string
@@ -549,7 +554,7 @@ interface FlushRow {
  * transaction COPYed them already), states, jobs and what ended jobs change, in one statement.
  * Returns the printers refused by a fence (e null) and, when tolerant, the events it stored.
  */
-function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: PendingQuery<Row[]> | undefined, { fences, fencedShards, states, jobs, tolerant }: FlushParts) {
+function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: PendingQuery<Row[]> | undefined, { fences, fencedShards, states, jobs, tolerant, at }: FlushParts) {
   const onDuplicate = tolerant ? sql`on conflict do nothing returning printer_id as p, event_id as e` : sql``
   const stored = tolerant ? sql`select p::text as p, e from ev union all ` : sql``
   const events =
@@ -574,12 +579,12 @@ function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: Pend
       ${events}
     ), st as (
       insert into printer_state as cur (printer_id, organization_id, seqn_epoch, high_water_seqn, state, online, seen_at, updated_at)
-      select p, o, a, hw, st, "on", case when seen then now() end, now()
+      select p, o, a, hw, st, "on", case when seen then ${at}::timestamptz end, ${at}::timestamptz
       from json_to_recordset(${states}::text::json) as r(p uuid, o uuid, a integer, hw bigint, st jsonb, "on" boolean, seen boolean)
       where p not in (select p from refused)
       on conflict (printer_id) do update set
         seqn_epoch = excluded.seqn_epoch, high_water_seqn = excluded.high_water_seqn, state = excluded.state,
-        online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = now()
+        online = excluded.online, seen_at = coalesce(excluded.seen_at, cur.seen_at), updated_at = ${at}
     ), jr as (
       select * from json_to_recordset(${jobs}::text::json)
         as r(id bigint, o uuid, p uuid, n text, s text, pr double precision, sa double precision, ea double precision, lf text[], lt text, br text)
@@ -594,22 +599,22 @@ function flushStatement(sql: Sql | TransactionSql | ReservedSql, eventRows: Pend
         -- The lifecycle as machines/print-job.ts rules it: the printer's view moves the status only
         -- from the statuses its event applies in (a job an operator cancelled stays cancelled).
         status = case when cur.status = any(array(select unnest(jr.lf) from jr where jr.id = cur.id)) then excluded.status else cur.status end,
-        updated_at = now()
+        updated_at = ${at}
       returning id
     ), ended as (
       select id, p from jr where ea is not null
     ), tf as (
-      update printer_tasks set state = 'finished', ended_at = now(), commands = '[]'::jsonb, updated_at = now()
+      update printer_tasks set state = 'finished', ended_at = ${at}, commands = '[]'::jsonb, updated_at = ${at}
       where job_id in (select id from ended) and state = 'started'
     ), tc as (
       -- A command is done once the printer shows its effect: paused answers pause, printing answers resume.
-      update printer_tasks t set updated_at = now(), commands = coalesce((
+      update printer_tasks t set updated_at = ${at}, commands = coalesce((
         select jsonb_agg(c order by n) from jsonb_array_elements(t.commands) with ordinality as e(c, n)
         where c->>'kind' <> case jr.s when 'paused' then 'pause' else 'resume' end), '[]'::jsonb)
       from jr where t.job_id = jr.id and t.state = 'started' and jr.ea is null and jr.s in ('paused', 'printing') and t.commands <> '[]'::jsonb
     ), nr as (
       -- The ready gate: a printer whose job ended holds what it printed until an operator verifies it.
-      update printers set ready = false, ready_source = 'job_ended', ready_updated_at = now()
+      update printers set ready = false, ready_source = 'job_ended', ready_updated_at = ${at}
       where id in (select p from ended) and ready
     )
     ${stored}select p::text as p, null as e from refused`
