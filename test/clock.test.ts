@@ -25,7 +25,6 @@ const stillOnTheWallClock = new Set([
   'src/displays/mqtt-gateway.ts',
   'src/files/s3-file-store.ts',
   'src/http/dispatch.ts',
-  'src/mcp/change-feed.ts',
   'src/mqtt/dynamic-security.ts',
   'src/observability/log.ts',
   'src/observability/metrics.ts',

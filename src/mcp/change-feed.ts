@@ -19,6 +19,7 @@
  * its event batches would only spend tokens; the last change of a burst is
  * always announced.
  */
+import type { Clock } from '../../actors/clock.js'
 import type { Sql } from 'postgres'
 import type { OrganizationChange } from '../live/index.js'
 import type { Logger } from '../observability/log.js'
@@ -31,6 +32,8 @@ export interface ChangeFeedOptions {
   /** The head of an organization's queue (its JSON is compared). */
   queueHead: (organizationId: string) => Promise<object>
   logger: Logger
+  /** The node's clock (the throttle's timers). */
+  clock: Pick<Clock, 'setTimeout'>
   /** The least time between two notifications of one resource. */
   intervalMs?: number
 }
@@ -38,10 +41,12 @@ export interface ChangeFeedOptions {
 /** Runs a task at most once per interval per key: now, and once more at the interval's end if asked meanwhile. */
 class Throttle {
   readonly #intervalMs: number
+  readonly #clock: Pick<Clock, 'setTimeout'>
   readonly #cooling = new Map<string, { again: boolean }>()
 
-  constructor(intervalMs: number) {
+  constructor(intervalMs: number, clock: Pick<Clock, 'setTimeout'>) {
     this.#intervalMs = intervalMs
+    this.#clock = clock
   }
 
   run(key: string, task: () => void): void {
@@ -53,11 +58,10 @@ class Throttle {
     const state = { again: false }
     this.#cooling.set(key, state)
     task()
-    const timer = setTimeout(() => {
+    this.#clock.setTimeout(() => {
       this.#cooling.delete(key)
       if (state.again) this.run(key, task)
     }, this.#intervalMs)
-    timer.unref()
   }
 }
 
@@ -73,7 +77,7 @@ export class McpChangeFeed {
 
   constructor(options: ChangeFeedOptions) {
     this.#o = options
-    this.#throttle = new Throttle(options.intervalMs ?? 1_000)
+    this.#throttle = new Throttle(options.intervalMs ?? 1_000, options.clock)
   }
 
   /** Fingerprints of jobs of the organization (missing ones left out): what a stream that starts following them starts from. */

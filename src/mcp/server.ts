@@ -75,6 +75,7 @@ export class FarmMcp {
       sql,
       queueHead: (organizationId) => queueHead(sql, organizationId, services.queue.settings, services.clock.now(), queueHeadLength),
       logger: services.logger,
+      clock: services.clock,
     })
     services.live.onOrganizationChange((change) => this.changes.changed(change))
     this.handler = createMcpHandler(({ authInfo, era }) => this.#server(authInfo, era), {
