@@ -540,11 +540,12 @@ export class DisplayStore implements DisplayPersistence {
       const row = await this.#row(tx, displayId, true)
       if (row === undefined || row.organization_id !== organizationId) throw displayNotFound()
       const epoch = row.binding_epoch + 1
-      await tx`update display_credentials set revoked_at = ${new Date(this.#now())} where display_id = ${displayId} and revoked_at is null`
+      const now = new Date(this.#now())
+      await tx`update display_credentials set revoked_at = ${now} where display_id = ${displayId} and revoked_at is null`
       await tx`
         update displays set binding_epoch = ${epoch}, capabilities = null, capabilities_at = null, activation_generation = 0,
           desired_revision_id = null, desired_sha256 = null, applied = null, error_code = null, publish_error = null, publish_attempts = 0,
-          receipt_session = null, activation_updated_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())}
+          receipt_session = null, activation_updated_at = ${now}, updated_at = ${now}
         where id = ${displayId}`
       await tx`insert into display_credentials (id, display_id, binding_epoch, username, secret_hash) values (${credential.id}, ${displayId}, ${epoch}, ${credential.username}, ${credential.hash})`
       await grant({ organizationId, displayId, bindingEpoch: epoch, credentialId: credential.id, username: credential.username, password: credential.password })

@@ -110,8 +110,9 @@ export class FileRecords {
   }
 
   async softDelete(organizationId: string, id: string): Promise<void> {
+    const now = new Date(this.#now())
     const rows = await this.#sql`
-      update files set deleted_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())}
+      update files set deleted_at = ${now}, updated_at = ${now}
       where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
     if (rows.length === 0) throw fileNotFound()
   }

@@ -113,7 +113,8 @@ export class ModelStore {
   }
 
   async softDelete(organizationId: string, id: string): Promise<void> {
-    const rows = await this.#sql`update models set deleted_at = ${new Date(this.#now())}, updated_at = ${new Date(this.#now())} where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
+    const now = new Date(this.#now())
+    const rows = await this.#sql`update models set deleted_at = ${now}, updated_at = ${now} where organization_id = ${organizationId} and id = ${id} and deleted_at is null returning id`
     if (rows.length === 0) throw notFound()
   }
 

@@ -202,11 +202,12 @@ export class TokenEndpoint {
     const token: Token = { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: scopes.join(' ') }
     if (client.grantTypes.includes('refresh_token')) {
       const refresh = refreshPrefix + randomBytes(32).toString('base64url')
+      const now = new Date(this.#now())
       // The refresh token keeps the whole grant: narrowing one access token does not shrink later ones (RFC 6749 §6).
       await tx`
         insert into oauth_refresh_tokens (id, family_id, token_hash, client_id, user_id, organization_id, scopes, resource, access_jti, access_expires_at, expires_at)
         values (${randomUUID()}, ${familyId}, ${sha256(refresh)}, ${grant.clientId}, ${grant.userId}, ${grant.organizationId}, ${grant.scopes}, ${grant.resource},
-                ${access.tokenId}, ${new Date(this.#now())}::timestamptz + make_interval(secs => ${access.expiresIn}), ${new Date(this.#now())}::timestamptz + make_interval(secs => ${this.#refreshTtlSeconds}))`
+                ${access.tokenId}, ${now}::timestamptz + make_interval(secs => ${access.expiresIn}), ${now}::timestamptz + make_interval(secs => ${this.#refreshTtlSeconds}))`
       token.refresh_token = refresh
     }
     return { token, tokenId: access.tokenId }
