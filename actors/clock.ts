@@ -18,6 +18,9 @@ export interface Clock {
   clearInterval(handle: unknown): void
 }
 
+/** What a module that only waits for something (an answer, a connection) needs of the clock. */
+export type Timers = Pick<Clock, 'setTimeout' | 'clearTimeout'>
+
 /** What this clock's own setTimeout/setInterval returned (a handle is only ever given back to the clock that made it). */
 type Handle = ReturnType<typeof setTimeout>
 

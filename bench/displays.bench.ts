@@ -46,6 +46,7 @@ import { reportDetail, reportJsonOnly, reportMeasurement, reportSkipped } from '
 import { DisplaySimulator } from '../src/simulators/display-sim.js'
 // TCP_NODELAY on the limit's clients too, as the simulated displays set it.
 import { answerAtOnce } from '../src/simulators/display-sim-connection.js'
+import { systemClock } from '../actors/clock.js'
 
 const databaseUrl = benchDatabaseUrl('displays')
 const displayCount = Number(process.env['BENCH_DISPLAYS'] ?? 1000)
@@ -125,7 +126,7 @@ async function measureService() {
       const d = displays[i]
       sims[i] = await DisplaySimulator.connect({
         url: `mqtt://127.0.0.1:${mqttPort}`, organizationId: orgId, displayId: d.id, bindingEpoch: 1,
-        credentialId: d.credential.credentialId, username: d.credential.username, password: d.credential.password,
+        credentialId: d.credential.credentialId, username: d.credential.username, password: d.credential.password, clock: systemClock,
       })
     })
     for (;;) {

@@ -25,6 +25,7 @@ import type { Principal } from '../src/http/route.js'
 import { jsonClient } from './support/http.js'
 import { freePort, median, startProcess, startServiceProcess, stopProcess, waitForHttp } from './support/process.js'
 import { reportMeasurement } from './support/report.js'
+import { systemClock } from '../actors/clock.js'
 
 const runs = Number(process.env['BENCH_RUNS'] ?? 3)
 const calls = Number(process.env['BENCH_MCP_CALLS'] ?? 2000)
@@ -125,7 +126,7 @@ const local = await startService(
     ...(databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl, DATABASE_SCHEMA: `bench_${randomBytes(5).toString('hex')}` }),
   }),
   // Its log lines go to stderr: stdout carries only the benchmark's JSON records.
-  { logger: createLogger('warn', (line) => process.stderr.write(line + '\n')) },
+  { logger: createLogger('warn', { now: systemClock.now, sink: (line) => process.stderr.write(line + '\n') }) },
 )
 try {
   await waitForHttp(port, '/readyz')

@@ -33,6 +33,7 @@ import { loadConfig } from '../src/node/config.js'
 import { createLogger } from '../src/observability/log.js'
 import { startService } from '../src/node/service.js'
 import { reportDetail, reportMeasurement, reportSkipped } from './support/report.js'
+import { systemClock } from '../actors/clock.js'
 
 const databaseUrl = benchDatabaseUrl('queue')
 const printerCount = Number(process.env['BENCH_QUEUE_PRINTERS'] ?? 1_000)
@@ -100,7 +101,7 @@ const service = await startService(
     TASK_OFFER_TTL_S: '86400',
   }),
   // Its log lines go to stderr: stdout carries only the benchmark's JSON records.
-  { logger: createLogger(process.env['BENCH_LOG_LEVEL'] === 'debug' ? 'debug' : 'warn', (line) => process.stderr.write(line + '\n')) },
+  { logger: createLogger(process.env['BENCH_LOG_LEVEL'] === 'debug' ? 'debug' : 'warn', { now: systemClock.now, sink: (line) => process.stderr.write(line + '\n') }) },
 )
 const sql = postgres(databaseUrl, { max: 2, onnotice: () => undefined, connection: { search_path: schema } })
 try {

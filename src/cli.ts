@@ -17,6 +17,7 @@ import { runDisplaySim } from './simulators/display-sim-cli.js'
 import { runBridgeSim } from './simulators/bridge-sim-cli.js'
 import { runMosquittoSetup } from './mqtt/setup-cli.js'
 import { runAdminCommand } from './auth/admin-cli.js'
+import { systemClock } from '../actors/clock.js'
 
 const usage = `printfarm ${serviceVersion}: backend for 3D print farms
 
@@ -67,7 +68,7 @@ async function main(argv: readonly string[]): Promise<number> {
     throw error
   }
   if (command === 'admin') return runAdminCommand(argv.slice(1), config)
-  const logger = createLogger(config.logLevel)
+  const logger = createLogger(config.logLevel, { now: systemClock.now })
   process.on('uncaughtException', (error) => {
     logger.error('uncaught exception; exiting', { error })
     process.exit(1)
@@ -81,7 +82,7 @@ async function main(argv: readonly string[]): Promise<number> {
   })
 
   if (command === 'migrate') {
-    const db = await openDatabase(config, logger)
+    const db = await openDatabase(config, logger, systemClock)
     try {
       const result = await migrate(db.sql, config.databaseSchema, migrations, logger)
       logger.info('migrations done', { applied: result.applied, version: result.version })

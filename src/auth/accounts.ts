@@ -49,15 +49,16 @@ export async function createUser(sql: Queryable, email: string, password: string
 /**
  * Sets a new password and ends every sign-in of the account (its refresh
  * tokens are revoked; access tokens already issued run out within 15 minutes).
- * Whoever held the old password, or a token from it, is out.
+ * Whoever held the old password, or a token from it, is out. `at`: the node's time, when they were
+ * revoked (the grant sweep counts from it).
  */
-export async function setPassword(sql: { begin<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, userId: string, password: string): Promise<void> {
+export async function setPassword(sql: { begin<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> }, userId: string, password: string, at: Date): Promise<void> {
   const hash = await hashPassword(password)
   await sql.begin(async (tx) => {
     // Locked before the tokens, as a refresh locks them: no refresh in flight can outlive the change.
     await tx`select 1 from users where id = ${userId} for update`
     await tx`update users set password_hash = ${hash} where id = ${userId}`
-    await tx`update refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`
+    await tx`update refresh_tokens set revoked_at = ${at} where user_id = ${userId} and revoked_at is null`
   })
 }
 

@@ -10,6 +10,7 @@ import { migrate } from '../storage/migrate.js'
 import { migrations } from '../storage/migrations/index.js'
 import { findUserForLogin, generatePassword, setPassword } from './accounts.js'
 import { setPasswordCost } from './passwords.js'
+import { systemClock } from '../../actors/clock.js'
 
 export const adminUsage = `usage: printfarm admin reset-password EMAIL
   Sets a new generated password for the account EMAIL, prints it, and ends every sign-in of that account.
@@ -25,10 +26,10 @@ export async function runAdminCommand(argv: readonly string[], config: Config): 
     return 2
   }
   // Log lines go to stderr: stdout carries the new password alone.
-  const logger = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', (line) => process.stderr.write(line + '\n'))
+  const logger = createLogger(config.logLevel === 'debug' ? 'debug' : 'warn', { now: systemClock.now, sink: (line) => process.stderr.write(line + '\n') })
   // A store that cannot be opened (DATA_DIR in use: exit 2) is reported by the CLI like any start-up failure.
   setPasswordCost(config.passwordHashCost)
-  const db = await openDatabase(config, logger)
+  const db = await openDatabase(config, logger, systemClock)
   try {
     await migrate(db.sql, config.databaseSchema, migrations, logger)
     const user = await findUserForLogin(db.sql, email)
@@ -37,7 +38,7 @@ export async function runAdminCommand(argv: readonly string[], config: Config): 
       return 1
     }
     const password = generatePassword()
-    await setPassword(db.sql, user.id, password)
+    await setPassword(db.sql, user.id, password, new Date(systemClock.now()))
     process.stderr.write(`printfarm: new password set for ${email}; every sign-in of the account has ended. Sign in with POST /v1/auth/login.\n`)
     process.stdout.write(`${password}\n`)
     return 0

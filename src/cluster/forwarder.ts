@@ -36,6 +36,7 @@ import { performance } from 'node:perf_hooks'
 import { FrameSchema, type AnswerFrame, type CallArgs, type CallFrame, type CallResult, type NodeCalls, type NodeCallTable, type OpOf } from '../../protocol/node-calls.js'
 import { compileCalls, compileNodeCallValidator, type CompiledCalls } from '../../protocol/schemas/validator.js'
 import { withTimeout } from '../async/deadline.js'
+import type { Timers } from '../../actors/clock.js'
 import type { Logger } from '../observability/log.js'
 import type { MetricsRegistry } from '../observability/metrics.js'
 import { fromWire, NodeCallServer, type NodeCallHandler } from './node-call-server.js'
@@ -49,7 +50,7 @@ interface Pending {
   /** The answer's value, checked against the op's result schema before the caller sees it. */
   resolve: (value: unknown) => void
   reject: (error: unknown) => void
-  timer: ReturnType<typeof setTimeout>
+  timer: unknown
 }
 
 /** The owner could not be reached (gone, or no answer in time): nothing is known to be stored. */
@@ -77,6 +78,8 @@ export interface ForwarderOptions<Calls extends NodeCallTable> {
   metrics: MetricsRegistry
   /** What may be called (protocol/node-calls.ts `nodeCalls`; tests give their own). */
   calls: Calls
+  /** The node's clock: how long a call may wait for its answer. */
+  timers: Timers
 }
 
 export class Forwarder<Calls extends NodeCallTable = NodeCalls> {
@@ -116,7 +119,7 @@ export class Forwarder<Calls extends NodeCallTable = NodeCalls> {
     const forwarder = new Forwarder(options)
     const connected = Promise.all([forwarder.#pub.connect(), forwarder.#sub.connect()]).then(() => forwarder.#sub.subscribe(forwarder.#channel(options.nodeId)))
     try {
-      await withTimeout(connected, connectTimeoutMs, () => new Error(`Redis gave no answer within ${connectTimeoutMs} ms`))
+      await withTimeout(connected, connectTimeoutMs, options.timers, () => new Error(`Redis gave no answer within ${connectTimeoutMs} ms`))
     } catch (error) {
       forwarder.#pub.disconnect()
       forwarder.#sub.disconnect()
@@ -147,7 +150,7 @@ export class Forwarder<Calls extends NodeCallTable = NodeCalls> {
       this.#seconds.observe({ op }, (performance.now() - started) / 1000)
     }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = this.#o.timers.setTimeout(() => {
         this.#pending.delete(id)
         outcome('timeout')
         reject(new ForwardFailed(`the owner node ${node} did not answer within ${this.#o.timeoutMs} ms`))
@@ -196,7 +199,7 @@ export class Forwarder<Calls extends NodeCallTable = NodeCalls> {
     const pending = this.#pending.get(id)
     if (pending === undefined) return
     this.#pending.delete(id)
-    clearTimeout(pending.timer)
+    this.#o.timers.clearTimeout(pending.timer)
     if (ok) pending.resolve(value)
     else pending.reject(error)
   }

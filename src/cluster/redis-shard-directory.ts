@@ -27,6 +27,7 @@
 import { Redis } from 'ioredis'
 import { createHash, randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
+import type { Clock } from '../../actors/clock.js'
 import type { Sql } from 'postgres'
 import { ShardUnavailable, shardCount, type ShardDirectory } from '../../actors/shard-directory.js'
 import type { Logger } from '../observability/log.js'
@@ -51,6 +52,12 @@ export interface RedisShardDirectoryOptions {
   movesPerTick?: number
   /** Shards, for tests with fewer than `shardCount`. */
   shards?: number
+  /**
+   * The node's clock: when the next tick runs, and the time a shard's owner row says it was taken.
+   * A lease itself is measured on the monotonic clock (performance.now()), as Redis measures its TTL:
+   * real time, which a test's clock set ahead must not shorten.
+   */
+  clock: Clock
 }
 
 /** Rendezvous weight of a node for a shard: the highest wins. */
@@ -91,7 +98,7 @@ export class RedisShardDirectory implements ShardDirectory {
   #tableAt = -Infinity
   readonly #metrics
   #members: string[] = []
-  #timer: NodeJS.Timeout | undefined
+  #timer: unknown
   #ticking: Promise<void> | undefined
   #stopped = false
 
@@ -107,6 +114,7 @@ export class RedisShardDirectory implements ShardDirectory {
       tickMs: options.tickMs ?? Math.max(50, Math.floor(leaseMs / 5)),
       movesPerTick: options.movesPerTick ?? 32,
       shards: options.shards ?? shardCount,
+      clock: options.clock,
     }
     this.#prefix = `printfarm:${options.keyspace}:shards:`
     this.#owners = new Array(this.#o.shards).fill(undefined)
@@ -197,7 +205,7 @@ export class RedisShardDirectory implements ShardDirectory {
   /** Gives every shard up (the next owners take them at once, without waiting for expiry) and leaves. */
   async stop(): Promise<void> {
     this.#stopped = true
-    clearTimeout(this.#timer)
+    this.#o.clock.clearTimeout(this.#timer)
     await this.#ticking
     const shards = [...this.#held.keys()]
     for (const shard of shards) this.#lose(shard)
@@ -213,13 +221,13 @@ export class RedisShardDirectory implements ShardDirectory {
   /** Ends without releasing anything, as a crash would: leases run out in Redis. For failure tests. */
   abandon(): void {
     this.#stopped = true
-    clearTimeout(this.#timer)
+    this.#o.clock.clearTimeout(this.#timer)
     this.#redis.disconnect()
   }
 
   #schedule(): void {
     if (this.#stopped) return
-    this.#timer = setTimeout(() => {
+    this.#timer = this.#o.clock.setTimeout(() => {
       this.#ticking = this.tick()
         .catch((error: unknown) => this.#o.logger.warn('shard directory tick failed', { error }))
         .finally(() => this.#schedule())
@@ -327,7 +335,7 @@ export class RedisShardDirectory implements ShardDirectory {
       return tx<{ shard: number; token: string }[]>`
         insert into shard_tokens (shard, token, owner)
         select s, 1, ${this.nodeId} from unnest(${shards}::int[]) as s
-        on conflict (shard) do update set token = shard_tokens.token + 1, owner = excluded.owner, acquired_at = now()
+        on conflict (shard) do update set token = shard_tokens.token + 1, owner = excluded.owner, acquired_at = ${new Date(this.#o.clock.now())}
         returning shard, token`
     })
     return new Map(rows.map((r) => [r.shard, Number(r.token)]))

@@ -25,6 +25,7 @@ import type { MetricsRegistry } from '../observability/metrics.js'
 import { DynamicSecurity, DynamicSecurityError, type Acl } from '../mqtt/dynamic-security.js'
 import type { EmbeddedBroker } from '../mqtt/embedded-broker.js'
 import { displayUsername, type DisplayStore } from './display-store.js'
+import type { Clock } from '../../actors/clock.js'
 
 export interface BrokerCredentials {
   /** Whether the broker enforces display credentials and topic access. */
@@ -87,10 +88,12 @@ export class DynsecCredentials implements BrokerCredentials {
   readonly #missing
   readonly #removed
   #orphansSeen = new Set<string>()
-  #timer: NodeJS.Timeout | undefined
+  #timer: unknown
+  readonly #clock: Clock
 
-  constructor(dynsec: DynamicSecurity, store: DisplayStore, logger: Logger, metrics: MetricsRegistry) {
+  constructor(dynsec: DynamicSecurity, store: DisplayStore, logger: Logger, metrics: MetricsRegistry, clock: Clock) {
     this.#dynsec = dynsec
+    this.#clock = clock
     this.#store = store
     this.#logger = logger
     this.#missing = metrics.gauge('displays_broker_credentials_missing', 'Current display credentials the broker does not know (the display needs a rebind).')
@@ -100,14 +103,14 @@ export class DynsecCredentials implements BrokerCredentials {
   /** Reconciles now, then every `intervalMs`. */
   async start(intervalMs = reconcileIntervalMs): Promise<void> {
     await this.reconcile()
-    this.#timer = setInterval(() => {
+    // The clock's timers do not hold the process open.
+    this.#timer = this.#clock.setInterval(() => {
       this.reconcile().catch((error: unknown) => this.#logger.warn('display credential reconciliation failed', { error }))
     }, intervalMs)
-    this.#timer.unref()
   }
 
   stop(): void {
-    clearInterval(this.#timer)
+    this.#clock.clearInterval(this.#timer)
   }
 
   async grant(credential: DisplayCredential): Promise<void> {

@@ -73,7 +73,7 @@ export interface DisplayNodeOptions {
 export async function startDisplayNode(options: DisplayNodeOptions): Promise<DisplayNode> {
   const { store, mqtt, logger, metrics } = options
   const credentials = await brokerCredentials(options)
-  const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics)
+  const gateway = new DisplayGateway(mqtt, credentials, store, logger, metrics, options.clock)
   const publications = metrics.counter('display_profile_publications_total', 'Profile envelope publications by outcome and kind (new activation or republish).', ['outcome', 'kind'])
   const liveChanges = new DisplayLiveChanges(store, logger)
   const directory: ShardDirectory = options.directory ?? new LocalShardDirectory()
@@ -181,7 +181,7 @@ async function brokerCredentials(options: DisplayNodeOptions): Promise<BrokerCre
   const { mqtt } = options
   if (mqtt.broker !== undefined) return new EmbeddedCredentials(mqtt.broker)
   if (options.brokerCredentials === 'dynamic-security') {
-    return new DynsecCredentials(await DynamicSecurity.attach(mqtt.client), options.store, options.logger, options.metrics)
+    return new DynsecCredentials(await DynamicSecurity.attach(mqtt.client, options.clock), options.store, options.logger, options.metrics, options.clock)
   }
   return new UnenforcedCredentials()
 }

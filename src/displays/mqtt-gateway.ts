@@ -34,6 +34,7 @@ import type { MqttConnection } from '../mqtt/connection.js'
 import type { DisplayStore } from './display-store.js'
 import type { BrokerCredentials } from './broker-credentials.js'
 import { ServiceError } from '../../protocol/errors.js'
+import type { Timers } from '../../actors/clock.js'
 
 /** How long a publication may wait for the broker's PUBACK before it counts as failed. */
 export const publishTimeoutMs = 10_000
@@ -59,8 +60,11 @@ export class DisplayGateway implements ProfileTransport {
   #runtime: DisplayRuntime | undefined
   #hooks: DisplayGatewayHooks = {}
 
-  constructor(mqtt: MqttConnection, credentials: BrokerCredentials, store: DisplayStore, logger: Logger, metrics: MetricsRegistry) {
+  readonly #timers: Timers
+
+  constructor(mqtt: MqttConnection, credentials: BrokerCredentials, store: DisplayStore, logger: Logger, metrics: MetricsRegistry, timers: Timers) {
     this.#client = mqtt.client
+    this.#timers = timers
     this.#credentials = credentials
     this.#store = store
     this.#logger = logger
@@ -117,9 +121,9 @@ export class DisplayGateway implements ProfileTransport {
   #publish(topic: string, payload: string): Promise<void> {
     if (!this.#client.connected) return Promise.reject(new Error('the MQTT broker is not connected'))
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no PUBACK within ${publishTimeoutMs} ms`)), publishTimeoutMs)
+      const timer = this.#timers.setTimeout(() => reject(new Error(`no PUBACK within ${publishTimeoutMs} ms`)), publishTimeoutMs)
       this.#client.publish(topic, payload, { qos: 1, retain: true }, (error) => {
-        clearTimeout(timer)
+        this.#timers.clearTimeout(timer)
         if (error) reject(error)
         else resolve()
       })

@@ -39,7 +39,7 @@ const sweepEveryMs = 60 * 60_000
 const staleTemporaryMs = 24 * 60 * 60_000
 
 export function createFileNode(config: Config, db: Database, box: SealedBox, logger: Logger, metrics: MetricsRegistry, clock: Clock): FileNode {
-  const store: FileStore = config.filesS3 === undefined ? new FsFileStore(join(config.dataDir, 'files')) : new S3FileStore(config.filesS3)
+  const store: FileStore = config.filesS3 === undefined ? new FsFileStore(join(config.dataDir, 'files')) : new S3FileStore(config.filesS3, clock)
   const models = new ModelStore(db.sql, () => clock.now())
   const now = () => clock.now()
   const records = new FileRecords(db.sql, now)

@@ -19,6 +19,7 @@ import { createHash } from 'node:crypto'
 import { Readable, Transform, pipeline, type TransformCallback } from 'node:stream'
 import type { ReadableStream as NodeWebStream } from 'node:stream/web'
 import { assertObjectKey, FileStoreError, type ByteRange, type FileStore, type PutResult, type StoredObject } from './file-store.js'
+import type { Timers } from '../../actors/clock.js'
 
 /** Within S3's part bounds (5 MiB to 5 GiB, at most 10,000 parts: objects up to 80 GiB). */
 const partBytes = 8 * 1024 * 1024
@@ -63,7 +64,11 @@ export class S3FileStore implements FileStore {
   readonly #prefix: string
   readonly #client: AwsClient
 
-  constructor(options: S3FileStoreOptions) {
+  readonly #timers: Timers
+
+  /** `timers`: the node's clock, which bounds each request. */
+  constructor(options: S3FileStoreOptions, timers: Timers) {
+    this.#timers = timers
     this.#options = options
     this.#prefix = options.prefix ?? ''
     this.#client = new AwsClient({ accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey, region: options.region, service: 's3', retries })
@@ -214,7 +219,7 @@ export class S3FileStore implements FileStore {
     // Not AbortSignal.timeout: it would also cut a download streaming to a slow reader. This deadline
     // is lifted once the answer is in; it covers aws4fetch's retries too (one signal for all tries).
     const abort = new AbortController()
-    const timer = setTimeout(() => abort.abort(new Error(`no answer within ${requestTimeoutMs} ms`)), requestTimeoutMs)
+    const timer = this.#timers.setTimeout(() => abort.abort(new Error(`no answer within ${requestTimeoutMs} ms`)), requestTimeoutMs)
     try {
       let res: Response
       try {
@@ -235,7 +240,7 @@ export class S3FileStore implements FileStore {
       if (res.status === 404 && (code === undefined || code === 'NoSuchKey')) throw new FileStoreError('not_found', `no object at ${key}`)
       throw new FileStoreError('unavailable', `S3 ${method} answered ${res.status} (${code ?? 'no error code'})`)
     } finally {
-      clearTimeout(timer)
+      this.#timers.clearTimeout(timer)
     }
   }
 }

@@ -31,11 +31,14 @@ import { Exchange, requestCallbackOf, type ExchangeHost } from './exchange.js'
 import { isBodyMethod, type Principal, type Reply, type Route, type RouteAuth, type RouteRequest, type RouteSchemas } from './route.js'
 import { Router, type HttpMethod } from './router.js'
 import type { HttpRequest, HttpResponse } from './uws.js'
+import type { Timers } from '../../actors/clock.js'
 
 export interface DispatchOptions<Svc> {
   bodyLimitBytes: number
   /** An async handler that has not answered by then gets a 503 request_timeout (it runs on, still counted in flight). */
   requestTimeoutMs: number
+  /** The node's clock: the request deadline and the drain's. */
+  timers: Timers
   corsOrigins: '*' | readonly string[]
   /** Reverse proxies whose X-Forwarded-For names the client (none: the connection's address is the client's). */
   trustedProxies?: readonly string[] | undefined
@@ -159,6 +162,7 @@ interface CallContext<Svc> {
   readonly services: Svc
   readonly requestTimeoutMs: number
   readonly checkResponse: ResponseCheck | undefined
+  readonly timers: Timers
 }
 
 /**
@@ -194,6 +198,7 @@ class HttpDispatcher<Svc> implements Dispatcher, ExchangeHost {
       services: options.services,
       requestTimeoutMs: options.requestTimeoutMs,
       checkResponse: options.checkResponses === true ? createResponseCheck() : undefined,
+      timers: options.timers,
     }
   }
 
@@ -244,12 +249,12 @@ class HttpDispatcher<Svc> implements Dispatcher, ExchangeHost {
     this.#drainDone ??= new Promise<void>((done) => {
       this.draining = true
       if (this.#inFlight === 0) return done()
-      const timer = setTimeout(() => {
+      const timer = this.#options.timers.setTimeout(() => {
         this.logger.warn('shutdown timeout: requests still in flight', { inFlight: this.#inFlight })
         done()
       }, timeoutMs)
       this.#drained = () => {
-        clearTimeout(timer)
+        this.#options.timers.clearTimeout(timer)
         done()
       }
     })
@@ -404,7 +409,7 @@ class Call<Svc> {
       const query = validate(compiled.query, this.rawQuery) as Record<string, string | string[]>
       const signal = route.abortSignal === true ? abortSignalOf(exchange) : undefined
       const request = new IncomingRequest(exchange, exchange.method as HttpMethod, this.path, validate(compiled.body, body), query, params, this.headers, principal, bodyStream, signal)
-      runHandler(exchange, route, request, context.services, this, context.requestTimeoutMs, context.checkResponse)
+      runHandler(exchange, route, request, context, this)
     } catch (error) {
       this.fail(error)
     }
@@ -504,11 +509,10 @@ function runHandler<Svc>(
   exchange: Exchange,
   route: Route<RouteSchemas, Svc>,
   request: RouteRequest,
-  services: Svc,
+  context: CallContext<Svc>,
   call: { fail(error: unknown): void },
-  timeoutMs: number,
-  checkResponse: ResponseCheck | undefined,
 ): void {
+  const { services, checkResponse, timers, requestTimeoutMs: timeoutMs } = context
   exchange.holdForHandler()
   let reply: Promise<Reply> | Reply
   try {
@@ -527,7 +531,7 @@ function runHandler<Svc>(
     return
   }
   const onError = (error: unknown): void => call.fail(error)
-  const deadline = setTimeout(() => onError(new ServiceError('request_timeout', `no answer within ${timeoutMs} ms; retry if the request is idempotent`)), timeoutMs)
+  const deadline = timers.setTimeout(() => onError(new ServiceError('request_timeout', `no answer within ${timeoutMs} ms; retry if the request is idempotent`)), timeoutMs)
   reply
     .then((r) => {
       checkResponse?.(route, r)
@@ -535,7 +539,7 @@ function runHandler<Svc>(
     })
     .catch(onError)
     .finally(() => {
-      clearTimeout(deadline)
+      timers.clearTimeout(deadline)
       exchange.handlerSettled()
     })
 }

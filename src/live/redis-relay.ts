@@ -22,6 +22,7 @@ import { decode, encode } from '@msgpack/msgpack'
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { withTimeout } from '../async/deadline.js'
+import type { Timers } from '../../actors/clock.js'
 import type { Logger } from '../observability/log.js'
 import type { MetricsRegistry } from '../observability/metrics.js'
 import type { TaskTouched } from './host-tasks.js'
@@ -140,10 +141,10 @@ export class RedisRelay {
     return () => this.#queueChangeListeners.delete(listener)
   }
 
-  static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry): Promise<RedisRelay> {
+  static async start(url: string, schema: string, hub: LiveHub, logger: Logger, metrics: MetricsRegistry, timers: Timers): Promise<RedisRelay> {
     const relay = new RedisRelay(url, schema, hub, logger, metrics)
     try {
-      await withTimeout(Promise.all([relay.#pub.connect(), relay.#sub.connect()]).then(() => relay.#sub.subscribe(relay.#channel)), connectTimeoutMs)
+      await withTimeout(Promise.all([relay.#pub.connect(), relay.#sub.connect()]).then(() => relay.#sub.subscribe(relay.#channel)), connectTimeoutMs, timers)
     } catch (error) {
       relay.#pub.disconnect()
       relay.#sub.disconnect()

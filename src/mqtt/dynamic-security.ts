@@ -12,6 +12,7 @@
 import type { MqttClient } from 'mqtt'
 import { randomBytes } from 'node:crypto'
 import { topicRoot } from '../../protocol/display-mqtt.js'
+import type { Timers } from '../../actors/clock.js'
 
 export const controlTopic = '$CONTROL/dynamic-security/v1'
 export const responseTopic = `${controlTopic}/response`
@@ -68,7 +69,7 @@ export class DynamicSecurityError extends Error {
 interface Pending {
   resolve: (result: CommandResult) => void
   reject: (error: Error) => void
-  timer: NodeJS.Timeout
+  timer: unknown
 }
 
 export class DynamicSecurity {
@@ -77,8 +78,11 @@ export class DynamicSecurity {
   readonly #prefix = randomBytes(6).toString('hex')
   #next = 0
 
-  private constructor(client: MqttClient) {
+  readonly #timers: Timers
+
+  private constructor(client: MqttClient, timers: Timers) {
     this.#client = client
+    this.#timers = timers
   }
 
   /**
@@ -86,8 +90,8 @@ export class DynamicSecurity {
    * login; a broker without the plugin, or a login without the rights, is a
    * clear start-up failure rather than display credentials nobody checks.
    */
-  static async attach(client: MqttClient): Promise<DynamicSecurity> {
-    const dynsec = new DynamicSecurity(client)
+  static async attach(client: MqttClient, timers: Timers): Promise<DynamicSecurity> {
+    const dynsec = new DynamicSecurity(client, timers)
     client.on('message', (topic, payload) => {
       if (topic === responseTopic) dynsec.#onResponse(payload)
     })
@@ -124,7 +128,7 @@ export class DynamicSecurity {
     const answers = ids.map(
       (id, i) =>
         new Promise<CommandResult>((resolve, reject) => {
-          const timer = setTimeout(() => {
+          const timer = this.#timers.setTimeout(() => {
             this.#pending.delete(id)
             reject(new DynamicSecurityUnavailable(`no answer to ${commands[i]!.command} within ${commandTimeoutMs} ms`))
           }, commandTimeoutMs)
@@ -143,7 +147,7 @@ export class DynamicSecurity {
   #settle(id: string): Pending | undefined {
     const pending = this.#pending.get(id)
     if (pending === undefined) return undefined
-    clearTimeout(pending.timer)
+    this.#timers.clearTimeout(pending.timer)
     this.#pending.delete(id)
     return pending
   }

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
 import { redact } from '../node/config.js'
 import { DynamicSecurity, ensureServiceLogin, serviceRoleName } from './dynamic-security.js'
+import { systemClock } from '../../actors/clock.js'
 
 export const mosquittoSetupUsage = `usage: printfarm mosquitto-setup --admin-url mqtt://<dynsec admin>:<password>@host:port [--service-url mqtt://<user>:<password>@host:port]
   --service-url defaults to MQTT_URL; its user name and password are the login the service will use.
@@ -39,7 +40,7 @@ export async function setupServiceLogin(adminUrl: string, service: { username: s
     reconnectPeriod: 0,
   })
   try {
-    await ensureServiceLogin(await DynamicSecurity.attach(client), service.username, service.password)
+    await ensureServiceLogin(await DynamicSecurity.attach(client, systemClock), service.username, service.password)
   } finally {
     await client.endAsync().catch(() => undefined)
   }

@@ -151,14 +151,15 @@ interface Core {
 
 export async function startService(config: Config, options: StartOptions = {}): Promise<RunningService> {
   const began = performance.now()
-  const logger = options.logger ?? createLogger(config.logLevel)
+  const clock = options.clock ?? systemClock
+  const logger = options.logger ?? createLogger(config.logLevel, { now: clock.now })
   // Fail before creating anything when the server could not run anyway.
   assertNativeUws()
   await checkListenAddresses(config)
   setPasswordCost(config.passwordHashCost)
   const parts = new StartedParts(logger)
   try {
-    const core = await startCore(config, logger, parts, options.clock ?? systemClock)
+    const core = await startCore(config, logger, parts, clock)
     const now = () => core.clock.now()
     const sessions = new Sessions(core.db.sql, core.keyring, config.publicBaseUrl, now)
     const apiKeyCache = new ApiKeyCache(core.db.sql, { now })
@@ -173,6 +174,7 @@ export async function startService(config: Config, options: StartOptions = {}): 
       port: config.port,
       bodyLimitBytes: config.bodyLimitBytes,
       requestTimeoutMs: config.requestTimeoutMs,
+      timers: core.clock,
       corsOrigins: config.corsOrigins,
       trustedProxies: config.trustedProxies,
       checkResponses: config.checkResponses,
@@ -216,17 +218,17 @@ export async function startService(config: Config, options: StartOptions = {}): 
 
 async function startCore(config: Config, logger: Logger, parts: StartedParts, clock: Clock): Promise<Core> {
   const nodeId = config.nodeId ?? persistentNodeId(config.dataDir)
-  const db = await openDatabase(config, logger, `printfarm ${nodeId}`)
+  const db = await openDatabase(config, logger, clock, `printfarm ${nodeId}`)
   parts.add('store', () => db.close())
   const metrics = new MetricsRegistry()
-  const stopProcessMetrics = registerProcessMetrics(metrics)
+  const stopProcessMetrics = registerProcessMetrics(metrics, clock.now)
   parts.add('process metrics', stopProcessMetrics)
   // Not ready (GET /readyz) until the whole start is done, the first admin included.
   const state: NodeState = { migrationsVersion: 0, accepting: false }
   state.migrationsVersion = (await migrate(db.sql, config.databaseSchema, migrations, logger)).version
   const sealedBox = await loadSealedBox(db.sql, config.secretKey, logger)
   const keyring = await loadKeyring(db.sql, sealedBox, logger, () => clock.now())
-  const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts, nodeId)
+  const { directory, forwarder } = await startCluster(config, logger, db, metrics, parts, nodeId, clock)
   const printerNode = await startPrinterNode(db, config, metrics, logger, clock, directory)
   parts.add('printers', () => printerNode.stop())
   const displayStore = new DisplayStore(db.sql, () => clock.now())
@@ -264,6 +266,7 @@ async function startCluster(
   metrics: MetricsRegistry,
   parts: StartedParts,
   nodeId: string,
+  clock: Clock,
 ): Promise<{ directory: ShardDirectory; forwarder: Forwarder | undefined }> {
   if (config.redisUrl === undefined) return { directory: new LocalShardDirectory(), forwarder: undefined }
   const directory = new RedisShardDirectory({
@@ -274,11 +277,12 @@ async function startCluster(
     metrics,
     nodeId,
     leaseMs: config.shardLeaseMs,
+    clock,
   })
   let forwarder: Forwarder | undefined
   try {
-    forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: directory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics, calls: nodeCalls })
-    await withTimeout(directory.start(), 5_000)
+    forwarder = await Forwarder.start({ redisUrl: config.redisUrl, keyspace: config.databaseSchema, nodeId: directory.nodeId, timeoutMs: config.forwardTimeoutMs, logger, metrics, calls: nodeCalls, timers: clock })
+    await withTimeout(directory.start(), 5_000, clock)
   } catch (error) {
     directory.abandon()
     await forwarder?.close()
@@ -301,7 +305,7 @@ async function startLive(config: Config, logger: Logger, core: Core, authenticat
   if (config.redisUrl === undefined) return feed
   let relay: RedisRelay
   try {
-    relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, feed.hub, logger, core.metrics)
+    relay = await RedisRelay.start(config.redisUrl, config.databaseSchema, feed.hub, logger, core.metrics, core.clock)
   } catch (error) {
     throw redisUnreachable(error)
   }

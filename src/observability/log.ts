@@ -22,11 +22,20 @@ const stdoutSink: LogSink = (line) => {
   process.stdout.write(line + '\n')
 }
 
-export function createLogger(level: LogLevel, sink: LogSink = stdoutSink, bindings: Record<string, unknown> = {}): Logger {
+/** Where a logger's lines go and what time they carry. */
+export interface LogOutput {
+  /** The node's clock: a line carries the time the node reads (a test's simulated time included). */
+  readonly now: () => number
+  /** Standard output unless given. */
+  readonly sink?: LogSink
+}
+
+export function createLogger(level: LogLevel, output: LogOutput, bindings: Record<string, unknown> = {}): Logger {
   const min = rank[level]
+  const sink = output.sink ?? stdoutSink
   const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>): void => {
     if (rank[lvl] < min) return
-    sink(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...bindings, ...serialiseFields(fields) }))
+    sink(JSON.stringify({ time: new Date(output.now()).toISOString(), level: lvl, msg, ...bindings, ...serialiseFields(fields) }))
   }
   return {
     level,
@@ -34,7 +43,7 @@ export function createLogger(level: LogLevel, sink: LogSink = stdoutSink, bindin
     info: (msg, fields) => emit('info', msg, fields),
     warn: (msg, fields) => emit('warn', msg, fields),
     error: (msg, fields) => emit('error', msg, fields),
-    child: (more) => createLogger(level, sink, { ...bindings, ...more }),
+    child: (more) => createLogger(level, output, { ...bindings, ...more }),
   }
 }
 

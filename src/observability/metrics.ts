@@ -198,10 +198,10 @@ export class MetricsRegistry {
 export const latencyBuckets = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const
 
 /** Process-level gauges every node exposes. */
-export function registerProcessMetrics(registry: MetricsRegistry): () => void {
+export function registerProcessMetrics(registry: MetricsRegistry, now: () => number): () => void {
   const loopDelay = monitorEventLoopDelay({ resolution: 10 })
   loopDelay.enable()
-  const started = Date.now() / 1000
+  const started = now() / 1000
   registry.gauge('process_start_time_seconds', 'Start time of the process since the Unix epoch, in seconds.', [], (g) => g.set({}, started))
   registry.gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => g.set({}, process.memoryUsage.rss()))
   registry.gauge('nodejs_heap_used_bytes', 'V8 heap in use, in bytes.', [], (g) => g.set({}, process.memoryUsage().heapUsed))

@@ -69,6 +69,7 @@ import type { Counter, Histogram } from '../observability/metrics.js'
 import { perTurn } from '../async/per-turn.js'
 import type { Database } from '../storage/database.js'
 import { setLocal } from '../storage/set-local.js'
+import type { Clock, Timers } from '../../actors/clock.js'
 
 interface Pending {
   unit: PrinterCommit
@@ -108,12 +109,12 @@ export class PgPrinterPersistence implements PrinterPersistence {
   #inFlight = 0
   #scheduled = false
   readonly #idle: (() => void)[] = []
-  readonly #now: () => number
+  readonly #clock: Clock
 
-  /** `now`: the node's clock, what the rows are stamped with (the time a printer was last seen, and when a change was made). */
-  constructor(db: Database, now: () => number, options: WriterOptions = {}) {
+  /** `clock`: the node's, what the rows are stamped with (the time a printer was last seen, and when a change was made) and what bounds a COPY. */
+  constructor(db: Database, clock: Clock, options: WriterOptions = {}) {
     this.#db = db
-    this.#now = now
+    this.#clock = clock
     this.#options = options
     this.#maxConcurrent = options.maxConcurrentFlushes ?? 4
     this.#maxEvents = options.maxEventsPerFlush ?? 1_000
@@ -224,7 +225,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
   }
 
   async linkTaskStarts(printerId: string, starts: readonly TaskStartRequest[], fencingToken: number): Promise<Map<string, TaskStartLink>> {
-    const links = await linkTaskStarts(this.#db.sql, printerId, starts, fencingToken, new Date(this.#now()))
+    const links = await linkTaskStarts(this.#db.sql, printerId, starts, fencingToken, new Date(this.#clock.now()))
     for (const link of links.values()) if (link.outcome === 'linked') this.#options.taskStarts?.inc({ event: 'started' })
     return links
   }
@@ -235,7 +236,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
       with tok as (
         select token from shard_tokens where shard = ${shard} and ${fencingToken}::bigint > 0 for share
       ), moved as (
-        update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = ${new Date(this.#now())}
+        update printers set host_id = ${hostId}, assignment_epoch = ${toEpoch}, updated_at = ${new Date(this.#clock.now())}
         where id = ${printerId} and assignment_epoch = ${fromEpoch} and not exists (select 1 from tok where token > ${fencingToken}::bigint)
         returning id
       )
@@ -255,7 +256,7 @@ export class PgPrinterPersistence implements PrinterPersistence {
     const mine = candidates.map((r) => r.printer_id).filter(owns)
     if (mine.length === 0) return []
     const rows = await this.#db.sql<{ printer_id: string }[]>`
-      update printer_state set online = false, updated_at = ${new Date(this.#now())}
+      update printer_state set online = false, updated_at = ${new Date(this.#clock.now())}
       where printer_id = any(${mine}::uuid[]) and online and seen_at < ${before}
       returning printer_id`
     return rows.map((r) => r.printer_id)
@@ -373,11 +374,11 @@ export class PgPrinterPersistence implements PrinterPersistence {
     // the flush's text; the walk only when an escaped NUL may be there.
     // COPY text holds a raw NUL only from an id, key or type (JSON.stringify escapes the data's).
     if (copy && copied === undefined) throw new UnencodableRows(new Error('a text field holds U+0000'), 'nul-field')
-    const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant, at: new Date(this.#now()) }
+    const parts = { fences: JSON.stringify(fences), fencedShards: [...fencedShards], states: statesJson, jobs: jobsJson, tolerant, at: new Date(this.#clock.now()) }
     let rows: FlushRow[] | undefined
     if (copied !== undefined) {
       refuseNul(copied, units)
-      rows = await copyFlush(this.#db.sql, copied, parts)
+      rows = await copyFlush(this.#db.sql, copied, parts, this.#clock)
       if (rows === undefined) this.#options.copyRefusals?.inc()
     }
     if (rows === undefined) {
@@ -441,13 +442,13 @@ const flushIdleTimeoutMs = 5_000
  * query may be sent) in the stream's `_final`, which is wrapped here to know when it ran. Rejects
  * with the server's error when it refuses the COPY while rows are still being written.
  */
-function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
+function sendCopy(stream: Writable, rows: Buffer, timers: Timers): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     // Destroying the stream ends the COPY (postgres.js sends CopyFail) and takes the connection out
     // of COPY mode, so the ROLLBACK that follows is sent instead of being refused by the driver.
-    const timer = setTimeout(() => stream.destroy(Object.assign(new Error(`the database did not take a COPY's rows within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
+    const timer = timers.setTimeout(() => stream.destroy(Object.assign(new Error(`the database did not take a COPY's rows within ${copyDeadlineMs} ms`), { code: 'ETIMEDOUT' })), copyDeadlineMs)
     stream.once('error', (error) => {
-      clearTimeout(timer)
+      timers.clearTimeout(timer)
       reject(error)
     })
     const final = stream._final
@@ -457,7 +458,7 @@ function sendCopy(stream: Writable, rows: Buffer): Promise<void> {
     }
     stream._final = function (this: Writable, callback) {
       final.call(this, callback)
-      clearTimeout(timer)
+      timers.clearTimeout(timer)
       resolve()
     }
     stream.end(rows)
@@ -482,7 +483,7 @@ const inFailedTransaction = '25P02'
  * (the statement behind it answers 25P02, COMMIT answers ROLLBACK: nothing was stored), for the
  * caller to write the flush by the JSON statement.
  */
-async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<FlushRow[] | undefined> {
+async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts, timers: Timers): Promise<FlushRow[] | undefined> {
   const sql = await pool.reserve()
   const quiet = (query: Promise<unknown>) => void query.catch(() => undefined)
   try {
@@ -499,7 +500,7 @@ async function copyFlush(pool: Sql, rows: Buffer, parts: FlushParts): Promise<Fl
     const stream = await sql`copy printer_events (${sql.unsafe(eventCopyColumns)}) from stdin`.writable()
     await begun
     try {
-      await sendCopy(stream, rows)
+      await sendCopy(stream, rows, timers)
     } catch (error) {
       // Refused while rows were still being written (the server's own error, whatever it is): as
       // refused after them, the flush goes again by the JSON statement.

@@ -15,6 +15,7 @@
  */
 import { connect } from 'node:net'
 import type { PrinterConfig } from '../../protocol/schemas/printers.js'
+import type { Timers } from '../../actors/clock.js'
 
 /** The longest a test waits, whatever the printer's own timeout says. */
 export const maxProbeMs = 3_000
@@ -42,7 +43,7 @@ export interface ProbeResult {
   elapsedMs: number
 }
 
-export function probeTcp(host: string, port: number, timeoutMs: number): Promise<ProbeResult> {
+export function probeTcp(host: string, port: number, timeoutMs: number, timers: Timers): Promise<ProbeResult> {
   const started = performance.now()
   return new Promise((resolve) => {
     let settled = false
@@ -50,12 +51,12 @@ export function probeTcp(host: string, port: number, timeoutMs: number): Promise
     const finish = (error: string | undefined) => {
       if (settled) return
       settled = true
-      clearTimeout(timer)
+      timers.clearTimeout(timer)
       socket.destroy()
       const elapsedMs = Math.round(performance.now() - started)
       resolve(error === undefined ? { success: true, host, port, elapsedMs } : { success: false, error, host, port, elapsedMs })
     }
-    const timer = setTimeout(() => finish(`no answer from ${host}:${port} within ${timeoutMs} ms`), timeoutMs)
+    const timer = timers.setTimeout(() => finish(`no answer from ${host}:${port} within ${timeoutMs} ms`), timeoutMs)
     socket.once('connect', () => finish(undefined))
     socket.once('error', (error: NodeJS.ErrnoException) => finish(describe(error, host, port)))
   })

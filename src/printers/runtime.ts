@@ -26,7 +26,7 @@ export interface PrinterNode {
 
 export async function startPrinterNode(db: Database, config: Config, metrics: MetricsRegistry, logger: Logger, clock: Clock, directory: ShardDirectory = new LocalShardDirectory()): Promise<PrinterNode> {
   const taskEvents = metrics.counter('printer_tasks_total', 'Printer task changes: offered, claimed, started, expired, unconfirmed, cancelled.', ['event'])
-  const persistence = new PgPrinterPersistence(db, () => clock.now(), {
+  const persistence = new PgPrinterPersistence(db, clock, {
     taskStarts: taskEvents,
     flushSize: metrics.histogram('printer_event_flush_events', 'Events written per group-commit flush.', [], [0, 1, 10, 50, 100, 250, 500, 1000, 2500, 5000]),
     flushSeconds: metrics.histogram('printer_event_flush_seconds', 'Duration of one group-commit flush statement.', [], [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]),

@@ -149,7 +149,7 @@ export const changePasswordRoute = defineRoute({
     }
     releaseAll(attempts)
     if (req.body.new_password === req.body.current_password) throw new ServiceError('validation_failed', 'body.new_password is the current password; choose another')
-    await setPassword(svc.db.sql, userId, req.body.new_password)
+    await setPassword(svc.db.sql, userId, req.body.new_password, new Date(svc.clock.now()))
     return { body: await svc.sessions.start(userId) }
   },
 })

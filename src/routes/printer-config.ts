@@ -215,7 +215,7 @@ export const testConnectionRoute = defineRoute({
   handler: async (req, svc: Services) => {
     await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: false })
-    return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs)) }
+    return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs), svc.clock) }
   },
 })
 

@@ -65,6 +65,7 @@ export async function runBridgeSim(argv: readonly string[], io: BridgeSimIo = pr
     ...(pollMs === undefined ? {} : { pollMs }),
     ...(heartbeatMs === undefined ? {} : { heartbeatMs }),
     onLog: (entry) => io.out(JSON.stringify(entry) + '\n'),
+    clock: io.clock,
   })
   try {
     await sim.start()

@@ -25,6 +25,7 @@
  * lines, and tests count prints from them.
  */
 import { createHash, randomUUID } from 'node:crypto'
+import type { Clock } from '../../actors/clock.js'
 
 export interface BridgeSimOptions {
   /** The service's base URL, e.g. http://127.0.0.1:8080. */
@@ -47,6 +48,8 @@ export interface BridgeSimOptions {
   /** First wait before retrying a request without an answer (doubles to 2 s). */
   retryMs?: number
   onLog?: (entry: BridgeLogEntry) => void
+  /** The time its events carry, and its waits. */
+  clock: Clock
 }
 
 export interface BridgeLogEntry {
@@ -163,7 +166,7 @@ export class BridgeSimulator {
       } catch (error) {
         if (!(error instanceof NoAnswer)) this.#log({ event: 'no_answer', detail: String(error) })
       }
-      await delay(this.#o.pollMs)
+      await this.#delay(this.#o.pollMs)
     }
   }
 
@@ -234,8 +237,9 @@ export class BridgeSimulator {
 
   async #download(url: string, sha256: string | null, printer: SimPrinter, task: TaskView): Promise<boolean> {
     for (let wait = this.#o.retryMs; ; wait = Math.min(2_000, wait * 2)) {
+      const deadline = this.#deadline(60_000)
       try {
-        const res = await fetch(url, { headers: { 'x-api-key': this.#o.apiKey }, signal: AbortSignal.timeout(60_000) })
+        const res = await fetch(url, { headers: { 'x-api-key': this.#o.apiKey }, signal: deadline.signal })
         if (res.status === 200) {
           const bytes = Buffer.from(await res.arrayBuffer())
           const digest = createHash('sha256').update(bytes).digest('hex')
@@ -253,9 +257,11 @@ export class BridgeSimulator {
         }
       } catch {
         // No answer: the same download again.
+      } finally {
+        deadline.clear()
       }
       if (this.#stopped) return false
-      await delay(wait)
+      await this.#delay(wait)
     }
   }
 
@@ -264,7 +270,7 @@ export class BridgeSimulator {
     let left = ms
     while (left > 0 && !busy.cancelled) {
       const step = Math.min(left, 50)
-      await delay(step)
+      await this.#delay(step)
       if (!busy.paused) left -= step
     }
   }
@@ -286,7 +292,7 @@ export class BridgeSimulator {
   }
 
   async #heartbeats(): Promise<void> {
-    const now = Date.now()
+    const now = this.#o.clock.now()
     await Promise.all(
       [...this.#printers.values()].filter((p) => p.busy === undefined && now - p.lastEventAt >= this.#o.heartbeatMs).map((p) => this.#event(p, 'heartbeat', {})),
     )
@@ -296,22 +302,22 @@ export class BridgeSimulator {
   #event(printer: SimPrinter, type: string, data: Record<string, unknown>): Promise<{ outcome: string; reason?: string }> {
     const next = printer.chain.then(async () => {
       printer.seqn++
-      const event = { eventId: randomUUID(), type, timestamp: Date.now(), seqn: printer.seqn, hostId: this.#o.hostId, assignmentEpoch: printer.epoch, deliveryAttempt: 1, data }
+      const event = { eventId: randomUUID(), type, timestamp: this.#o.clock.now(), seqn: printer.seqn, hostId: this.#o.hostId, assignmentEpoch: printer.epoch, deliveryAttempt: 1, data }
       for (let attempt = 1, wait = this.#o.retryMs; ; attempt++, wait = Math.min(2_000, wait * 2)) {
         try {
           const answer = await this.#once<{ events: { outcome: string; reason?: string }[] }>('POST', '/v1/printer-events/batch', {
             printerId: printer.id,
             hostId: this.#o.hostId,
             assignmentEpoch: printer.epoch,
-            timestamp: Date.now(),
+            timestamp: this.#o.clock.now(),
             events: [{ ...event, deliveryAttempt: attempt }],
           })
-          printer.lastEventAt = Date.now()
+          printer.lastEventAt = this.#o.clock.now()
           return answer.events[0]!
         } catch (error) {
           if (!(error instanceof NoAnswer)) throw error
         }
-        await delay(wait)
+        await this.#delay(wait)
       }
     })
     printer.chain = next.catch(() => undefined)
@@ -329,31 +335,46 @@ export class BridgeSimulator {
         this.#node = (this.#node + 1) % this.#urls.length
       }
       if (this.#stopped) throw new NoAnswer('stopped')
-      await delay(wait)
+      await this.#delay(wait)
     }
   }
 
   async #once<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const deadline = this.#deadline(this.#o.requestTimeoutMs)
     let res: Response
+    let text: string
     try {
       res = await fetch(`${this.#urls[this.#node]}${path}`, {
         method,
         headers: { 'x-api-key': this.#o.apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? null : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#o.requestTimeoutMs),
+        signal: deadline.signal,
       })
+      text = await res.text().catch(() => '')
     } catch (error) {
       throw new NoAnswer(String(error))
+    } finally {
+      deadline.clear()
     }
-    const text = await res.text().catch(() => '')
     if (res.status >= 500) throw new NoAnswer(`HTTP ${res.status}`)
     const json = text === '' ? undefined : (JSON.parse(text) as unknown)
     if (res.status >= 400) throw new Refused(res.status, json)
     return json as T
   }
 
+  /** A signal aborted once `ms` pass on the simulator's clock (a request and the reading of its answer). */
+  #deadline(ms: number): { signal: AbortSignal; clear(): void } {
+    const abort = new AbortController()
+    const timer = this.#o.clock.setTimeout(() => abort.abort(new Error(`no answer within ${ms} ms`)), ms)
+    return { signal: abort.signal, clear: () => this.#o.clock.clearTimeout(timer) }
+  }
+
+  #delay(ms: number): Promise<void> {
+    return new Promise((resolve) => this.#o.clock.setTimeout(resolve, ms))
+  }
+
   #log(entry: Omit<BridgeLogEntry, 'at' | 'host'>): void {
-    this.#o.onLog({ at: new Date().toISOString(), host: this.#o.hostId, ...entry })
+    this.#o.onLog({ at: new Date(this.#o.clock.now()).toISOString(), host: this.#o.hostId, ...entry })
   }
 }
 
@@ -368,8 +389,4 @@ export class Refused extends Error {
     this.status = status
     this.body = body
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }

@@ -73,7 +73,7 @@ export async function runDisplaySim(argv: readonly string[], io: DisplaySimIo = 
     return 2
   }
   const log = (line: string) => io.err(`printfarm display-sim: ${line}\n`)
-  const print = (kind: string, body: unknown) => io.out(`${JSON.stringify({ at: new Date().toISOString(), kind, body })}\n`)
+  const print = (kind: string, body: unknown) => io.out(`${JSON.stringify({ at: new Date(io.clock.now()).toISOString(), kind, body })}\n`)
   let failed: ((reason: string) => void) | undefined
   const failure = new Promise<string>((resolve) => (failed = resolve))
   let sim: DisplaySimulator
@@ -89,6 +89,7 @@ export async function runDisplaySim(argv: readonly string[], io: DisplaySimIo = 
       fenceStore: values.fence === undefined ? new MemoryFenceStore() : new FileFenceStore(values.fence),
       ...(values['no-capability'] === true ? { capability: null } : {}),
       reconnect: deviceReconnect,
+      clock: io.clock,
       onConnection: (event) => {
         log(connectionLine(event, broker))
         if (event.type === 'failed') failed?.(event.reason)
@@ -108,9 +109,9 @@ export async function runDisplaySim(argv: readonly string[], io: DisplaySimIo = 
     seen = { receipts: sim.receipts.length, envelopes: sim.envelopes.length, feed: sim.feed?.sequence ?? 0 }
   }
   report()
-  const timer = setInterval(report, 200)
+  const timer = io.clock.setInterval(report, 200)
   const outcome = await Promise.race([io.stopRequested().then(() => undefined), failure])
-  clearInterval(timer)
+  io.clock.clearInterval(timer)
   report()
   await sim.close()
   return outcome === undefined ? 0 : 1

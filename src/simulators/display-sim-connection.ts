@@ -76,6 +76,8 @@ export function answerAtOnce(client: MqttClient): MqttClient {
 
 export interface ConnectionHooks {
   onEvent(event: ConnectionEvent): void
+  /** The device's time: how long it was offline. */
+  now(): number
   /** Starts the device's session again after a reconnection (not the first connection); resolves with its session generation. */
   resume(): Promise<number>
 }
@@ -126,7 +128,7 @@ export function connectSupervised(url: string, options: IClientOptions, policy: 
       const retryInMs = client.options.reconnectPeriod ?? policy.initialDelayMs
       if (established) {
         established = false
-        offlineSince = Date.now()
+        offlineSince = hooks.now()
         onEvent({ type: 'lost', reason, retryInMs })
       } else {
         onEvent({ type: 'retrying', reason, retryInMs })
@@ -141,7 +143,7 @@ export function connectSupervised(url: string, options: IClientOptions, policy: 
         resolve(client)
         return
       }
-      const offlineMs = Date.now() - offlineSince
+      const offlineMs = hooks.now() - offlineSince
       hooks.resume().then(
         (sessionGeneration) => onEvent({ type: 'resumed', sessionGeneration, offlineMs }),
         // The connection dropped again while resuming: its close starts the next attempt.

@@ -48,6 +48,7 @@ import {
 import { compileBodyValidator } from '../../protocol/schemas/validator.js'
 import { verifyProfile, type DecodedProfile } from '../../protocol/signal-profile/decoder.js'
 import { connectSupervised, type ConnectionEvent, type ReconnectPolicy } from './display-sim-connection.js'
+import type { Clock } from '../../actors/clock.js'
 
 export { BrokerRefusedLogin, deviceReconnect, type ConnectionEvent, type ReconnectPolicy } from './display-sim-connection.js'
 
@@ -108,7 +109,8 @@ export interface SimulatorOptions extends DisplayAddress {
   /** The advertised capability; null sends a report without signal_profile (firmware that keeps its built-in patterns). */
   capability?: SignalProfileCapability | null
   fenceStore?: FenceStore
-  now?: () => number
+  /** The time the device reads (envelope and feed expiry, observation stamps) and its waits. */
+  clock: Clock
   /** Test hook: what to do with a verified, admissible envelope before the fence write. */
   decide?: (envelope: Envelope) => 'apply' | 'defer' | 'ignore'
   /** Reconnect as a device does; without one a lost connection is final (tests and benchmarks that end it on purpose). */
@@ -138,14 +140,14 @@ export class DisplaySimulator {
   readonly connectionEvents: ConnectionEvent[] = []
   connection: 'connected' | 'offline' | 'failed' = 'connected'
   readonly #waiters = new Set<() => void>()
-  readonly #now: () => number
+  readonly #clock: Clock
   readonly #store: FenceStore
 
   private constructor(options: SimulatorOptions, client: MqttClient, store: FenceStore, stored: { fence: Identity | null; sessionGeneration: number } | undefined) {
     this.options = options
     this.client = client
     this.#store = store
-    this.#now = options.now ?? Date.now
+    this.#clock = options.clock
     this.fenceTrusted = stored !== undefined
     this.fence = stored?.fence ?? null
     this.sessionGeneration = (stored?.sessionGeneration ?? 0) + 1
@@ -161,6 +163,7 @@ export class DisplaySimulator {
       { username: options.username, password: options.password, protocolVersion: 4, clientId: `display-sim-${randomUUID().slice(0, 12)}`, clean: true, connectTimeout: 5_000 },
       options.reconnect,
       {
+        now: () => options.clock.now(),
         onEvent: (event) => (sim === undefined ? options.onConnection?.(event) : sim.#onConnection(event)),
         resume: async () => {
           if (sim === undefined) throw new Error('reconnected before the first session started')
@@ -186,7 +189,7 @@ export class DisplaySimulator {
   }
 
   /** Whether the status feed is stale (no feed, or past its expiry): the device shows its stale mode. */
-  feedStale(now = this.#now()): boolean {
+  feedStale(now = this.#clock.now()): boolean {
     return this.feed === null || Date.parse(this.feed.expires_at) <= now
   }
 
@@ -197,10 +200,10 @@ export class DisplaySimulator {
       const check = () => {
         if (!predicate()) return
         this.#waiters.delete(check)
-        clearTimeout(timer)
+        this.#clock.clearTimeout(timer)
         resolve()
       }
-      const timer = setTimeout(() => {
+      const timer = this.#clock.setTimeout(() => {
         this.#waiters.delete(check)
         reject(new Error(`display simulator: timed out waiting for ${what}`))
       }, timeoutMs)
@@ -271,7 +274,7 @@ export class DisplaySimulator {
     const fence = this.fence
     if (fence !== null && candidate.activation_generation < fence.activation_generation) return reject('stale_activation')
     if (fence !== null && candidate.activation_generation === fence.activation_generation && !sameIdentity(candidate, fence)) return reject('activation_conflict')
-    if (Date.parse(envelope.expires_at) <= this.#now()) return this.#send({ result: 'deferred', attempted: candidate, error: null, refresh: true })
+    if (Date.parse(envelope.expires_at) <= this.#clock.now()) return this.#send({ result: 'deferred', attempted: candidate, error: null, refresh: true })
     const verified = verifyProfile(envelope.data, envelope.sha256)
     if (!verified.ok) return reject(/sha256|base64/i.test(verified.reason) ? 'hash_mismatch' : 'invalid_program')
     const capability = this.options.capability ?? fullCapability
@@ -302,7 +305,7 @@ export class DisplaySimulator {
       session_id: this.sessionId,
       session_generation: this.sessionGeneration,
       status_sequence: ++this.sequence,
-      observed_at: new Date(this.#now()).toISOString(),
+      observed_at: new Date(this.#clock.now()).toISOString(),
       refresh_requested: outcome.refresh,
       profile: {
         active: this.active,

@@ -1,13 +1,18 @@
 /**
  * Where a long-running simulator command (`printfarm display-sim`,
- * `printfarm bridge-sim`) writes and what stops it: the process's own
- * streams and signals, unless a test passes others.
+ * `printfarm bridge-sim`) writes, what stops it and what time it is: the
+ * process's own streams, signals and the system clock, unless a test passes
+ * others.
  */
+import { systemClock, type Clock } from '../../actors/clock.js'
+
 export interface SimIo {
   out(text: string): void
   err(text: string): void
   /** Resolves when the user asks it to stop. */
   stopRequested(): Promise<void>
+  /** The time the simulator reads and its timers. */
+  clock: Clock
 }
 
 export const processIo: SimIo = {
@@ -18,4 +23,5 @@ export const processIo: SimIo = {
       process.once('SIGINT', () => resolve())
       process.once('SIGTERM', () => resolve())
     }),
+  clock: systemClock,
 }

@@ -8,6 +8,7 @@ import type { Config } from '../node/config.js'
 import { redact } from '../node/config.js'
 import type { Logger } from '../observability/log.js'
 import { withTimeout } from '../async/deadline.js'
+import type { Timers } from '../../actors/clock.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js'
 import { noDelaySockets } from './pg-socket.js'
 
@@ -38,7 +39,7 @@ export class StoreUnreachable extends Error {
  * `applicationName` names the node's sessions in pg_stat_activity (`printfarm <node id>` for a
  * serving node), so an operator, or a test, can find and end exactly one node's sessions.
  */
-export async function openDatabase(config: Config, logger: Logger, applicationName = 'printfarm'): Promise<Database> {
+export async function openDatabase(config: Config, logger: Logger, timers: Timers, applicationName = 'printfarm'): Promise<Database> {
   const common = {
     onnotice: () => undefined,
     connect_timeout: 10,
@@ -47,7 +48,7 @@ export async function openDatabase(config: Config, logger: Logger, applicationNa
     // int8 (counts, sequence ids) as JS numbers: ids stay far below 2^53.
     types: { int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) } },
     // Not in postgres.js's typings, documented in its README: the connection's socket (Nagle off).
-    ...({ socket: noDelaySockets() } as object),
+    ...({ socket: noDelaySockets(timers) } as object),
   }
   let embedded: EmbeddedPostgres | undefined
   let sql: Sql
@@ -61,7 +62,7 @@ export async function openDatabase(config: Config, logger: Logger, applicationNa
   const kind: StoreKind = embedded ? 'pglite' : 'postgres'
   const ping = async (timeoutMs: number): Promise<number> => {
     const started = performance.now()
-    await withTimeout(sql`select 1`, timeoutMs, () => new StoreUnreachable(`no answer within ${timeoutMs} ms`))
+    await withTimeout(sql`select 1`, timeoutMs, timers, () => new StoreUnreachable(`no answer within ${timeoutMs} ms`))
     return performance.now() - started
   }
   try {

@@ -15,6 +15,7 @@
  * itself for a URL that names several.
  */
 import { connect, type Socket } from 'node:net'
+import type { Timers } from '../../actors/clock.js'
 
 export interface SocketTarget {
   host: string[]
@@ -23,7 +24,7 @@ export interface SocketTarget {
   connect_timeout: number
 }
 
-export function noDelaySockets(): (target: SocketTarget) => Promise<Socket> {
+export function noDelaySockets(timers: Timers): (target: SocketTarget) => Promise<Socket> {
   let next = 0
   return (target) => {
     const index = next++ % Math.max(1, target.host.length)
@@ -33,14 +34,14 @@ export function noDelaySockets(): (target: SocketTarget) => Promise<Socket> {
     // What postgres.js sets on its own sockets (the TLS server name is read from it).
     Object.assign(socket, { host, port })
     return new Promise<Socket>((resolve, reject) => {
-      const timer = setTimeout(() => socket.destroy(new Error(`connecting to ${host}:${port} took more than ${target.connect_timeout} s`)), target.connect_timeout * 1000)
+      const timer = timers.setTimeout(() => socket.destroy(new Error(`connecting to ${host}:${port} took more than ${target.connect_timeout} s`)), target.connect_timeout * 1000)
       const failed = (error: Error) => {
-        clearTimeout(timer)
+        timers.clearTimeout(timer)
         reject(error)
       }
       socket.once('error', failed)
       socket.once('connect', () => {
-        clearTimeout(timer)
+        timers.clearTimeout(timer)
         socket.off('error', failed)
         resolve(socket)
       })

@@ -9,6 +9,7 @@ import { startTestService, type TestContext, type TestService } from './service.
 import { waitFor } from './poll.js'
 import { DisplaySimulator, type SimulatorOptions } from '../../src/simulators/display-sim.js'
 import type { Draft } from '../../protocol/signal-profile/draft.js'
+import { systemClock } from '../../actors/clock.js'
 
 export interface DisplayFarm extends Farm {
   service: TestService
@@ -48,6 +49,7 @@ export function simulatorOptions(farm: Farm & { brokerUrl: string }, display: Re
     username: display.credential.username,
     password: display.credential.password,
     ...extra,
+    clock: extra.clock ?? systemClock,
   }
 }
 

@@ -13,6 +13,7 @@ import postgres from 'postgres'
 import { loadConfig, type Config } from '../../src/node/config.js'
 import { createLogger, type Logger } from '../../src/observability/log.js'
 import { startService, type RunningService, type StartOptions } from '../../src/node/service.js'
+import { systemClock } from '../../actors/clock.js'
 
 export interface TestContext {
   teardown(fn: () => unknown): void
@@ -69,7 +70,7 @@ export function testEnv(t: TestContext, env: Record<string, string | undefined> 
 
 export function captureLogger(level: 'debug' | 'info' = 'info'): { logger: Logger; logs: Record<string, unknown>[] } {
   const logs: Record<string, unknown>[] = []
-  return { logger: createLogger(level, (line) => logs.push(JSON.parse(line) as Record<string, unknown>)), logs }
+  return { logger: createLogger(level, { now: systemClock.now, sink: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) }), logs }
 }
 
 /**

@@ -14,6 +14,7 @@ import { MetricsRegistry } from '../../src/observability/metrics.js'
 import { request, signIn } from '../helpers/http.js'
 import { freePort, runCli } from '../helpers/child-service.js'
 import { captureLogger, startTestService, testAdmin, testEnv, usingRealPostgres } from '../helpers/service.js'
+import { systemClock } from '../../actors/clock.js'
 
 /** A plain TCP listener standing in for another program on a port (Mosquitto on 1883, say). */
 async function holdPort(t: { teardown(fn: () => unknown): void }): Promise<number> {
@@ -56,7 +57,7 @@ t.test('start - the HTTP port is taken exclusively: an in-process second start i
 
 t.test('http - the listen socket is exclusive: a second uWS server on the same port is refused, not shared', async (t) => {
   const { logger } = captureLogger()
-  const options = { host: '127.0.0.1', bodyLimitBytes: 1024, requestTimeoutMs: 1000, corsOrigins: [], logger, routes: [], services: {} }
+  const options = { host: '127.0.0.1', bodyLimitBytes: 1024, requestTimeoutMs: 1000, timers: systemClock, corsOrigins: [], logger, routes: [], services: {} }
   const first = await startHttpServer({ ...options, port: 0, metrics: new MetricsRegistry() })
   t.teardown(() => first.close(0))
   await t.rejects(startHttpServer({ ...options, port: first.port, metrics: new MetricsRegistry() }), PortInUse)

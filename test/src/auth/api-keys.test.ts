@@ -9,7 +9,7 @@ import { migrations } from '../../../src/storage/migrations/index.js'
 import { captureLogger, testEnv } from '../../helpers/service.js'
 
 const { logger } = captureLogger()
-const db = await openDatabase(loadConfig(testEnv(t)), logger)
+const db = await openDatabase(loadConfig(testEnv(t)), logger, systemClock)
 t.teardown(() => db.close())
 await migrate(db.sql, db.schema, migrations, logger)
 const [org] = await db.sql<{ id: string }[]>`insert into organizations (name) values ('cache farm') returning id`

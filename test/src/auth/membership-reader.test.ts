@@ -11,9 +11,10 @@ import { openDatabase } from '../../../src/storage/database.js'
 import { migrate } from '../../../src/storage/migrate.js'
 import { migrations } from '../../../src/storage/migrations/index.js'
 import { captureLogger, testEnv } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const { logger } = captureLogger()
-const db = await openDatabase(loadConfig(testEnv(t)), logger)
+const db = await openDatabase(loadConfig(testEnv(t)), logger, systemClock)
 t.teardown(() => db.close())
 await migrate(db.sql, db.schema, migrations, logger)
 const sql = db.sql

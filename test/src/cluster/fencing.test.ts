@@ -41,7 +41,7 @@ t.test('fencing - a write with an older token than the shard\'s newest is refuse
   let fresh = await addPrinter(farm)
   while (shardOf(fresh) === shardOf(stale)) fresh = await addPrinter(farm)
   await sql`insert into shard_tokens (shard, token, owner) values (${shardOf(stale)}, 5, 'new-owner'), (${shardOf(fresh)}, 3, 'me')`
-  const store = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now())
+  const store = new PgPrinterPersistence(svc.services.db, svc.services.clock)
   const events = async (printerId: string) => (await sql<{ event_id: string }[]>`select event_id from printer_events where printer_id = ${printerId} order by seqn`).map((r) => r.event_id)
 
   // Both units are queued in the same turn: one flush, one statement.
@@ -93,7 +93,7 @@ t.test('fencing - a refused unit whose seqns straddle events the current owner s
   const farm = await openFarm(svc.url)
   const printer = await addPrinter(farm)
   await sql`insert into shard_tokens (shard, token, owner) values (${shardOf(printer)}, 7, 'new-owner')`
-  const store = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now())
+  const store = new PgPrinterPersistence(svc.services.db, svc.services.clock)
   // The current owner (token 7) stores seqns 1 and 2.
   await store.commit(unit(printer, farm.orgId, 7, 1))
   await store.commit(unit(printer, farm.orgId, 7, 2))

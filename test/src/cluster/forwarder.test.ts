@@ -16,6 +16,7 @@ import { nodeCalls, type NodeCallTable } from '../../../protocol/node-calls.js'
 import { Forwarder } from '../../../src/cluster/forwarder.js'
 import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, type TestContext } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 if (!process.env['REDIS_URL']) t.plan(0, 'needs REDIS_URL')
 
@@ -28,7 +29,7 @@ async function nodes<Caller extends NodeCallTable, Owner extends NodeCallTable>(
   const start = async <Calls extends NodeCallTable>(nodeId: string, calls: Calls) => {
     const metrics = new MetricsRegistry()
     const { logger, logs } = captureLogger()
-    const forwarder = await Forwarder.start({ redisUrl: process.env['REDIS_URL']!, keyspace, nodeId, timeoutMs: 5_000, logger, metrics, calls })
+    const forwarder = await Forwarder.start({ redisUrl: process.env['REDIS_URL']!, keyspace, nodeId, timeoutMs: 5_000, logger, metrics, calls, timers: systemClock })
     t.teardown(() => forwarder.close())
     return { forwarder, metrics, logs }
   }

@@ -11,6 +11,7 @@ import { placementOf, RedisShardDirectory } from '../../../src/cluster/redis-sha
 import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, startTestService, type TestContext } from '../../helpers/service.js'
 import { waitFor } from '../../helpers/poll.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const shared = process.env['DATABASE_URL'] && process.env['REDIS_URL']
 if (!shared) t.plan(0, 'needs DATABASE_URL and REDIS_URL')
@@ -34,6 +35,7 @@ async function cluster(t: TestContext) {
       leaseMs,
       tickMs: 50,
       shards,
+      clock: systemClock,
     })
     nodes.push(directory)
     t.teardown(() => directory.stop().catch(() => undefined))

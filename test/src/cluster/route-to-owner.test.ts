@@ -12,6 +12,7 @@ import { Forwarder } from '../../../src/cluster/forwarder.js'
 import { local, OwnerUnavailable, routeToOwner } from '../../../src/cluster/route-to-owner.js'
 import { MetricsRegistry } from '../../../src/observability/metrics.js'
 import { captureLogger, type TestContext } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 if (!process.env['REDIS_URL']) t.plan(0, 'needs REDIS_URL')
 
@@ -26,7 +27,7 @@ const calls = {
 async function forwarders(t: TestContext, timeoutMs = 5_000) {
   const keyspace = `route-${randomBytes(4).toString('hex')}`
   const start = async (nodeId: string) => {
-    const f = await Forwarder.start({ redisUrl: process.env['REDIS_URL']!, keyspace, nodeId, timeoutMs, logger: captureLogger().logger, metrics: new MetricsRegistry(), calls })
+    const f = await Forwarder.start({ redisUrl: process.env['REDIS_URL']!, keyspace, nodeId, timeoutMs, logger: captureLogger().logger, metrics: new MetricsRegistry(), calls, timers: systemClock })
     t.teardown(() => f.close())
     return f
   }

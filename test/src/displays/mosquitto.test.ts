@@ -16,6 +16,7 @@ import { baseTopic, credentialTopic } from '../../../protocol/display-mqtt.js'
 import { setupServiceLogin } from '../../../src/mqtt/setup-cli.js'
 import { DynamicSecurity } from '../../../src/mqtt/dynamic-security.js'
 import type { DynsecCredentials } from '../../../src/displays/broker-credentials.js'
+import { systemClock } from '../../../actors/clock.js'
 
 if (mosquittoSkip) t.plan(0, mosquittoSkip)
 
@@ -41,7 +42,7 @@ async function openMosquittoFarm(t: TestContext): Promise<MosquittoFarm> {
     brokerUrl: `mqtt://127.0.0.1:${mosquitto.port}`,
     mosquitto,
     mqttAdmin: admin,
-    dynsec: await DynamicSecurity.attach(admin),
+    dynsec: await DynamicSecurity.attach(admin, systemClock),
     credentials: svc.services.displays.credentials as DynsecCredentials,
   }
 }
@@ -97,7 +98,7 @@ t.test('a service whose MQTT login has no dynamic-security rights does not start
   const mosquitto = await startMosquitto(t)
   const admin = await connectAsync(mosquitto.url(mosquitto.admin.username, mosquitto.admin.password), { protocolVersion: 4, reconnectPeriod: 0 })
   t.teardown(() => admin.endAsync())
-  await (await DynamicSecurity.attach(admin)).run({ command: 'createClient', username: 'plain', password: 'plain-password' })
+  await (await DynamicSecurity.attach(admin, systemClock)).run({ command: 'createClient', username: 'plain', password: 'plain-password' })
   await t.rejects(
     startTestService(t, { MQTT_URL: mosquitto.url('plain', 'plain-password'), MQTT_DISPLAY_CREDENTIALS: 'dynamic-security' }),
     { name: 'DynamicSecurityUnavailable', message: /mosquitto-setup/ },

@@ -17,8 +17,9 @@ import { BrokerRefusedLogin, DisplaySimulator, type ConnectionEvent, type Simula
 import { runDisplaySim, type DisplaySimIo } from '../../../src/simulators/display-sim-cli.js'
 import { deviceTopicsFilter, feedTopic, parseDeviceTopic, type ReceiptMessage } from '../../../protocol/display-mqtt.js'
 import type { TestContext } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
-const logger = createLogger('silent')
+const logger = createLogger('silent', { now: systemClock.now })
 
 interface DeviceMessage {
   kind: string
@@ -110,7 +111,7 @@ class RestartingBroker {
   }
 
   simulatorOptions(extra: Partial<SimulatorOptions> = {}): SimulatorOptions {
-    return { url: this.url, ...this.display, username: this.username, password: this.password, ...extra }
+    return { url: this.url, ...this.display, username: this.username, password: this.password, ...extra, clock: extra.clock ?? systemClock }
   }
 
   cliArgs(password = this.password): string[] {
@@ -201,6 +202,7 @@ function cliIo(signal: Signal): DisplaySimIo & { errLines: string[]; stop(): voi
       signal.changed()
     },
     stopRequested: () => stopped,
+    clock: systemClock,
   }
 }
 

@@ -19,6 +19,7 @@ import { PassThrough, Readable } from 'node:stream'
 import { FileStoreError, type FileStore } from '../../../src/files/file-store.js'
 import { FsFileStore } from '../../../src/files/fs-file-store.js'
 import { S3FileStore } from '../../../src/files/s3-file-store.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const MiB = 1024 * 1024
 const chunkBytes = 65_536
@@ -127,12 +128,12 @@ const filesRoot = join(root, 'files')
 const s3Options = { bucket: 'printfarm', region: 'us-east-1', accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER', prefix: 'farm/', forcePathStyle: true }
 const stores: ['fs' | 's3', FileStore][] = [
   ['fs', new FsFileStore(filesRoot)],
-  ['s3', new S3FileStore({ ...s3Options, endpoint: `http://127.0.0.1:${proxy?.port ?? 0}` })],
+  ['s3', new S3FileStore({ ...s3Options, endpoint: `http://127.0.0.1:${proxy?.port ?? 0}` }, systemClock)],
 ]
 /** Stores where any I/O would fail otherwise (a root never created; a port nobody listens on). */
 const unreachable: Record<'fs' | 's3', FileStore> = {
   fs: new FsFileStore(join(root, 'never-created')),
-  s3: new S3FileStore({ ...s3Options, endpoint: downEndpoint }),
+  s3: new S3FileStore({ ...s3Options, endpoint: downEndpoint }, systemClock),
 }
 const requestsSoFar = (): number => proxy?.requests.length ?? 0
 
@@ -322,9 +323,9 @@ t.test('file store (s3) - an unreachable or failing bucket is unavailable, witho
   // s3rver knows one key id (S3RVER) and checks no SigV4 signature, so any secret passes.
   const secretAccessKey = 'never-in-a-message'
   const endpoint = `http://127.0.0.1:${proxy!.port}`
-  const down = new S3FileStore({ ...s3Options, secretAccessKey, endpoint: downEndpoint })
-  const missingBucket = new S3FileStore({ ...s3Options, secretAccessKey, bucket: 'no-such-bucket', endpoint })
-  const unknownKey = new S3FileStore({ ...s3Options, secretAccessKey, accessKeyId: 'NOT-S3RVER', endpoint })
+  const down = new S3FileStore({ ...s3Options, secretAccessKey, endpoint: downEndpoint }, systemClock)
+  const missingBucket = new S3FileStore({ ...s3Options, secretAccessKey, bucket: 'no-such-bucket', endpoint }, systemClock)
+  const unknownKey = new S3FileStore({ ...s3Options, secretAccessKey, accessKeyId: 'NOT-S3RVER', endpoint }, systemClock)
   const cases: [string, () => Promise<unknown>, RegExp][] = [
     ['put, bucket down', () => down.put('u/m/f/f', source('x')), /did not complete.*ECONNREFUSED/],
     ['get, bucket down', () => down.get('u/m/f/f'), /did not complete.*ECONNREFUSED/],

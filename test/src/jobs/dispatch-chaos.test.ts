@@ -18,6 +18,7 @@ import { addPrinter, openFarm } from '../../helpers/bridge.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { tempDir, tempSchema, usingRealPostgres } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const plan = { jobs: 200, hosts: 5, printersPerHost: 10, kills: 3, freezes: 2, moves: 6, deadlineMs: 240_000 }
 
@@ -75,6 +76,7 @@ t.test('dispatch chaos - 200 jobs, 50 printers on 5 hosts, two nodes (one on PGl
         url: urls[h % nodeCount]!,
         otherUrls: urls.filter((_, n) => n !== h % nodeCount),
         requestTimeoutMs: 5_000,
+        clock: systemClock,
         apiKey: key.json.key,
         hostId: `host-${h}`,
         printMs: 300,

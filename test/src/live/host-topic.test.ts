@@ -19,6 +19,7 @@ import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request, signIn } from '../../helpers/http.js'
 import { connectLive, type Frame, type LiveClient } from '../../helpers/live.js'
 import { startTestService, testAdmin, type TestContext } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const svc = await startTestService(t)
 const farm = await openFarm(svc.url)
@@ -265,7 +266,7 @@ t.test('host topic feed - reads of one task run one at a time, notices meanwhile
           started()
         }),
     },
-    createLogger('silent'),
+    createLogger('silent', { now: systemClock.now }),
   )
   const readStarts = () => new Promise<void>((resolve) => (started = resolve))
   const publishes = () => new Promise<void>((resolve) => (published = resolve))

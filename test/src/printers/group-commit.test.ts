@@ -46,7 +46,7 @@ const eventIdsOf = async (printerId: string) =>
 t.test('group commit - a flush without duplicates is stored by the plain insert, every event reported new, nothing retried', async (t) => {
   const [a, b] = [await addPrinter(farm), await addPrinter(farm)]
   const retries = counter()
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: retries })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: retries })
   const [outA, outB] = await Promise.all([writer.commit(unit(a, [event(0, 'a-0'), event(1, 'a-1')])), writer.commit(unit(b, [event(0, 'b-0')]))])
   t.same([...outA.inserted].sort(), ['a-0', 'a-1'])
   t.same([...outB.inserted], ['b-0'])
@@ -63,7 +63,7 @@ t.test('group commit - an event the log already holds is skipped, the rest of th
     values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
   const retries = counter()
   const refusals = counter()
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: retries, copyRefusals: refusals })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: retries, copyRefusals: refusals })
   const [outA, outB] = await Promise.all([
     writer.commit(unit(a, [event(5, 'a-known'), event(6, 'a-new')])),
     writer.commit(unit(b, [event(0, 'b-0'), event(1, 'b-1')])),
@@ -81,7 +81,7 @@ t.test('group commit - a flush of one large unit refused at its first row stores
   await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
     values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
   const refusals = counter()
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: counter(), copyRefusals: refusals })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: counter(), copyRefusals: refusals })
   // About 10 MB of rows, one unit (a flush takes whole units, beyond maxEventsPerFlush): PostgreSQL
   // refuses the COPY at its first rows, while or after the rest is written; either way the flush
   // goes again by the JSON statement.
@@ -99,7 +99,7 @@ t.test('group commit - a flush of one large unit refused at its first row stores
 t.test('group commit - COPYs the log refuses, more in a row than the pool has connections, leave none behind: each flush stores its new event once', async (t) => {
   const a = await addPrinter(farm)
   const refusals = counter()
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: counter(), copyRefusals: refusals })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: counter(), copyRefusals: refusals })
   // A connection left in an aborted transaction or in COPY mode would fail or stall a later flush.
   const flushes = 15
   for (let i = 0; i < flushes; i++) {
@@ -121,7 +121,7 @@ t.test('group commit - a unit whose every event the log already holds is reporte
     await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
       values (${a}, ${farm.orgId}, 1, ${seqn}, ${id}, 'heartbeat', 'host-a', 0, 1, '{}')`
   }
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: counter() })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: counter() })
   const [outA, outB] = await Promise.all([writer.commit(unit(a, [event(7, 'a-old-0'), event(8, 'a-old-1')])), writer.commit(unit(b, [event(0, 'b-0')]))])
   t.same([...outA.inserted], [], 'nothing of it is new')
   t.same([...outB.inserted], ['b-0'])
@@ -132,7 +132,7 @@ t.test('group commit - a duplicate and unstorable data in one flush: the bad uni
   const [a, b, c] = [await addPrinter(farm), await addPrinter(farm), await addPrinter(farm)]
   await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
     values (${a}, ${farm.orgId}, 1, 0, 'a-known', 'heartbeat', 'host-a', 0, 1, '{}')`
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now(), { tolerantRetries: counter() })
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock, { tolerantRetries: counter() })
   const [outA, outB, outC] = await Promise.allSettled([
     writer.commit(unit(a, [event(3, 'a-known'), event(4, 'a-4')])),
     // jsonb holds no NUL character: PostgreSQL refuses the row (SQLSTATE 22P05).
@@ -154,7 +154,7 @@ t.test('event history - rows stored before data became json (jsonb data) and aft
   const printer = await addPrinter(farm)
   await sql`insert into printer_events (printer_id, organization_id, assignment_epoch, seqn, event_id, event_type, host_id, occurred_at_ms, delivery_attempt, data)
     values (${printer}, ${farm.orgId}, 1, 0, 'legacy', 'heartbeat', 'host-a', 0, 1, ${sql.json({ uptime: 7, wifi: '-50dBm' })})`
-  const writer = new PgPrinterPersistence(svc.services.db, () => svc.services.clock.now())
+  const writer = new PgPrinterPersistence(svc.services.db, svc.services.clock)
   await writer.commit(unit(printer, [event(1, 'current', { zeta: 1, alpha: { nested: [1, 'two', null] } })]))
   const res = await request(svc.url, `/v1/printers/${printer}/events`, { headers: farm.admin })
   t.equal(res.status, 200)

@@ -11,11 +11,12 @@ import { waitFor } from '../../helpers/poll.js'
 import { bambuThreeMf, createModel, upload } from '../../helpers/files.js'
 import { request } from '../../helpers/http.js'
 import { startTestService } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 function io(stop: Promise<void> = new Promise(() => undefined)) {
   const out: string[] = []
   const err: string[] = []
-  const value: BridgeSimIo = { out: (s) => void out.push(s), err: (s) => void err.push(s), stopRequested: () => stop }
+  const value: BridgeSimIo = { out: (s) => void out.push(s), err: (s) => void err.push(s), stopRequested: () => stop, clock: systemClock }
   return { io: value, out, err, lines: () => out.join('').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) }
 }
 

@@ -9,12 +9,13 @@ import { openDatabase, type Database } from '../../../src/storage/database.js'
 import { migrate, MigrationError } from '../../../src/storage/migrate.js'
 import { migrations, type Migration } from '../../../src/storage/migrations/index.js'
 import { captureLogger, tempSchema, testEnv } from '../../helpers/service.js'
+import { systemClock } from '../../../actors/clock.js'
 
 const { logger } = captureLogger()
 
 async function open(t: Test, backend: 'pglite' | 'postgres'): Promise<Database> {
   const env = backend === 'pglite' ? testEnv(t, { DATABASE_URL: undefined, DATABASE_SCHEMA: 'farm' }) : testEnv(t)
-  const db = await openDatabase(loadConfig(env), logger)
+  const db = await openDatabase(loadConfig(env), logger, systemClock)
   t.teardown(() => db.close())
   return db
 }
