@@ -9,6 +9,9 @@ import type { Principal } from '../http/route.js'
 import type { Services } from '../routes/route-context.js'
 import type { ToolResult } from './route-tools.js'
 
+/** What the farm summary reads of the node: printer counts from the read model, job counts from the store. */
+export type FarmSummaryContext = Pick<Services, 'db' | 'printerReads'>
+
 const jobStatuses = ['queued', 'dispatching', 'printing', 'paused', 'awaiting_verification', 'succeeded', 'failed', 'cancelled'] as const
 
 const counts = (keys: readonly string[]) => ({ type: 'object', properties: Object.fromEntries(keys.map((k) => [k, { type: 'integer', minimum: 0 }])), required: [...keys], additionalProperties: false })
@@ -32,7 +35,7 @@ function holds(principal: Principal, scope: string): boolean {
   return principal.kind === 'oauth' || principal.kind === 'api_key' ? principal.scopes.has(scope) : true
 }
 
-export async function farmSummary(principal: Principal, services: Services): Promise<ToolResult> {
+export async function farmSummary(principal: Principal, services: FarmSummaryContext): Promise<ToolResult> {
   if (!holds(principal, 'printers:read')) return { ok: false, body: { error: 'insufficient_scope', message: 'farm_summary needs the scope printers:read' } }
   const organizationId = organizationOf(principal)
   const { byStatus, online } = await services.printerReads.statusCounts(organizationId)

@@ -11,8 +11,8 @@
  */
 import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, ResourceTemplate, type McpServer, type ScopeChallengeHandler } from '@modelcontextprotocol/server'
 import type { Principal } from '../http/route.js'
-import type { Services } from '../routes/route-context.js'
 import type { RouteTool } from './route-tools.js'
+import type { ToolsContext } from './tools.js'
 
 export const queueUri = 'printfarm://queue'
 export const printerUri = (printerId: string): string => `printfarm://printers/${printerId}`
@@ -39,13 +39,13 @@ export function scopeOf(resource: FarmResource): string {
 }
 
 interface Readers {
-  printer: RouteTool<Services>
-  job: RouteTool<Services>
-  queue: RouteTool<Services>
+  printer: RouteTool<ToolsContext>
+  job: RouteTool<ToolsContext>
+  queue: RouteTool<ToolsContext>
 }
 
 /** A resource's JSON, read by its route as `principal`; a refusal is a protocol error carrying our code in `data.error`. */
-async function read(tool: RouteTool<Services>, args: Record<string, unknown>, uri: URL, principal: Principal | undefined, services: Services, requestId: string) {
+async function read(tool: RouteTool<ToolsContext>, args: Record<string, unknown>, uri: URL, principal: Principal | undefined, services: ToolsContext, requestId: string) {
   if (principal === undefined) throw new ProtocolError(ProtocolErrorCode.InvalidRequest, 'no credential', { error: 'unauthorized' })
   const result = await tool.call(args, principal, services, requestId)
   if (!result.ok) {
@@ -60,7 +60,7 @@ async function read(tool: RouteTool<Services>, args: Record<string, unknown>, ur
 export function registerResources(
   server: McpServer,
   readers: Readers,
-  context: { principal: Principal | undefined; services: Services; requestId: string; challenge: (scopes: readonly string[]) => ScopeChallengeHandler },
+  context: { principal: Principal | undefined; services: ToolsContext; requestId: string; challenge: (scopes: readonly string[]) => ScopeChallengeHandler },
 ): void {
   const { principal, services, requestId, challenge } = context
   // Live data: a client caches nothing.

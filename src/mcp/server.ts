@@ -16,10 +16,13 @@ import { serviceVersion } from '../node/version.js'
 import { queueHead } from '../queue/queue-view.js'
 import { OrganizationBus } from './change-bus.js'
 import { McpChangeFeed } from './change-feed.js'
-import { farmSummary, farmSummaryOutput } from './farm-summary.js'
+import { farmSummary, farmSummaryOutput, type FarmSummaryContext } from './farm-summary.js'
 import { registerResources } from './resources.js'
 import type { RouteTool, ToolResult } from './route-tools.js'
-import { routeTools } from './tools.js'
+import { routeTools, type ToolsContext } from './tools.js'
+
+/** What the MCP server uses of the node: its own needs, the tools' routes' and the farm summary's. */
+export type FarmMcpContext = Pick<Services, 'clock' | 'config' | 'db' | 'live' | 'logger' | 'queue'> & ToolsContext & FarmSummaryContext
 
 /** Jobs the queue resource's change check compares (the live `queue` topic's head). */
 const queueHeadLength = 100
@@ -55,14 +58,14 @@ export function principalOf(authInfo: AuthInfo | undefined): Principal | undefin
 }
 
 export class FarmMcp {
-  readonly tools: readonly RouteTool<Services>[]
+  readonly tools: readonly RouteTool<ToolsContext>[]
   readonly handler: McpHttpHandler
   /** The listen streams, per organization. */
   readonly bus: OrganizationBus
   readonly changes: McpChangeFeed
-  readonly #services: Services
+  readonly #services: FarmMcpContext
 
-  constructor(services: Services) {
+  constructor(services: FarmMcpContext) {
     this.#services = services
     this.tools = routeTools()
     this.bus = new OrganizationBus(
@@ -90,7 +93,7 @@ export class FarmMcp {
   }
 
   /** The tool of that name (resources are read through the same routes). */
-  tool(name: string): RouteTool<Services> {
+  tool(name: string): RouteTool<ToolsContext> {
     const tool = this.tools.find((t) => t.spec.name === name)
     if (tool === undefined) throw new TypeError(`no MCP tool ${name}`)
     return tool

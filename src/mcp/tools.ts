@@ -3,23 +3,34 @@
  * summary is a REST route run in-process (src/mcp/route-tools.ts), so its
  * arguments, answer, scope and error codes are the route's.
  */
-import { createPrintJobRoute, changePrintJobStatusRoute, getPrintJobRoute, listPrintJobsRoute } from '../routes/print-jobs.js'
-import { getPrinterRoute, listPrintersRoute } from '../routes/printers.js'
-import { maintenanceRoute } from '../routes/printer-config.js'
-import { printerReadyRoute } from '../routes/printer-tasks.js'
-import { getQueueRoute } from '../routes/queue.js'
-import { listModelsRoute } from '../routes/models.js'
-import { listModelFilesRoute } from '../routes/model-files.js'
-import { fileMetadataRoute } from '../routes/files.js'
-import { listMaterialsRoute } from '../routes/materials.js'
-import { adjustSpoolRoute, listSpoolsRoute } from '../routes/inventory.js'
+import { createPrintJobRoute, changePrintJobStatusRoute, getPrintJobRoute, listPrintJobsRoute, type PrintJobsContext } from '../routes/print-jobs.js'
+import { getPrinterRoute, listPrintersRoute, type PrintersContext } from '../routes/printers.js'
+import { maintenanceRoute, type PrinterConfigContext } from '../routes/printer-config.js'
+import { printerReadyRoute, type PrinterTasksContext } from '../routes/printer-tasks.js'
+import { getQueueRoute, type QueueContext } from '../routes/queue.js'
+import { listModelsRoute, type ModelsContext } from '../routes/models.js'
+import { listModelFilesRoute, type ModelFilesContext } from '../routes/model-files.js'
+import { fileMetadataRoute, type FilesContext } from '../routes/files.js'
+import { listMaterialsRoute, type MaterialsContext } from '../routes/materials.js'
+import { adjustSpoolRoute, listSpoolsRoute, type InventoryContext } from '../routes/inventory.js'
 import type { Route, RouteSchemas } from '../http/route.js'
-import type { Services } from '../routes/route-context.js'
 import { RouteTool, type RouteToolSpec } from './route-tools.js'
 
-const r = (route: unknown): Route<RouteSchemas, Services> => route as Route<RouteSchemas, Services>
+/** What the tools use of the node: the slices of the routes they run. */
+export type ToolsContext = PrintJobsContext &
+  PrintersContext &
+  PrinterConfigContext &
+  PrinterTasksContext &
+  QueueContext &
+  ModelsContext &
+  ModelFilesContext &
+  FilesContext &
+  MaterialsContext &
+  InventoryContext
 
-const specs: RouteToolSpec<Services>[] = [
+const r = (route: unknown): Route<RouteSchemas, ToolsContext> => route as Route<RouteSchemas, ToolsContext>
+
+const specs: RouteToolSpec<ToolsContext>[] = [
   {
     name: 'list_printers',
     title: 'List printers',
@@ -110,6 +121,6 @@ const specs: RouteToolSpec<Services>[] = [
   },
 ]
 
-export function routeTools(): RouteTool<Services>[] {
+export function routeTools(): RouteTool<ToolsContext>[] {
   return specs.map((spec) => new RouteTool(spec))
 }

@@ -21,16 +21,19 @@ import { userOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { claimPage, pageSecurity } from '../oauth/pages.js'
 import type { Services } from './route-context.js'
-import { withinFailureBudget } from './oauth-failures.js'
+import { withinFailureBudget, type OAuthFailuresContext } from './oauth-failures.js'
 import { publicFile } from './public-files.js'
 
-function startLimited(svc: Services, req: RouteRequest): void {
+/** What the agent identity routes use of the node. */
+export type AgentIdentityContext = Pick<Services, 'oauthServer'>
+
+function startLimited(svc: AgentIdentityContext, req: RouteRequest): void {
   const wait = svc.oauthServer.agentStarts.acquire(addressGroup(req.remoteAddress))
   if (wait !== undefined) throw rateLimited('agent identities started from this address', wait)
 }
 
 /** A lookup by claim token counts as a failure unless it found the claim (guessing stays hopeless). */
-function lookupLimited<T>(svc: Services, req: RouteRequest, lookup: () => Promise<T>): Promise<T> {
+function lookupLimited<T>(svc: OAuthFailuresContext, req: RouteRequest, lookup: () => Promise<T>): Promise<T> {
   return withinFailureBudget(svc, req, lookup, (error) => error instanceof ServiceError && error.code === 'agent_claim_not_found')
 }
 
@@ -50,7 +53,7 @@ export const createAgentIdentityRoute = defineRoute({
   schemas: { body: AgentIdentityBody },
   responses: { 201: { description: 'The claim.', schema: AgentIdentitySchema } },
   errors: ['invalid_request', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AgentIdentityContext) => {
     startLimited(svc, req)
     return { status: 201, body: await svc.oauthServer.agents.create(req.body, addressGroup(req.remoteAddress)), headers: { 'cache-control': 'no-store' } }
   },
@@ -69,7 +72,7 @@ export const renewAgentClaimRoute = defineRoute({
   schemas: { body: RenewClaimBody },
   responses: { 200: { description: 'The renewed claim.', schema: RenewedClaimSchema } },
   errors: ['invalid_request', 'agent_claim_not_found', 'claim_attempt_active', 'claim_already_confirmed', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AgentIdentityContext) => {
     startLimited(svc, req)
     return { body: await lookupLimited(svc, req, () => svc.oauthServer.agents.renew(req.body)), headers: { 'cache-control': 'no-store' } }
   },
@@ -87,7 +90,7 @@ export const inspectAgentClaimRoute = defineRoute({
   schemas: { query: InspectClaimQuery },
   responses: { 200: { description: 'The claim.', schema: ClaimSummarySchema } },
   errors: ['invalid_request', 'agent_claim_not_found', 'rate_limited'],
-  handler: async (req, svc: Services) => ({ body: await lookupLimited(svc, req, () => svc.oauthServer.agents.inspect(req.query.claim_token)), headers: { 'cache-control': 'no-store' } }),
+  handler: async (req, svc: AgentIdentityContext) => ({ body: await lookupLimited(svc, req, () => svc.oauthServer.agents.inspect(req.query.claim_token)), headers: { 'cache-control': 'no-store' } }),
 })
 
 export const confirmAgentClaimRoute = defineRoute({
@@ -105,7 +108,7 @@ export const confirmAgentClaimRoute = defineRoute({
   schemas: { body: ConfirmClaimBody },
   responses: { 200: { description: 'Confirmed.', schema: ConfirmedClaimSchema } },
   errors: ['invalid_request', 'agent_claim_not_found', 'claim_already_confirmed', 'expired_token', 'claim_email_mismatch', 'organization_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.oauthServer.agents.confirm(userOf(req.principal), req.body) }),
+  handler: async (req, svc: AgentIdentityContext) => ({ body: await svc.oauthServer.agents.confirm(userOf(req.principal), req.body) }),
 })
 
 const claimHtml = claimPage(clientScopes)
@@ -135,11 +138,11 @@ export const claimScriptRoute = defineRoute({
   handler: () => ({ raw: claimScript, contentType: 'text/javascript; charset=utf-8', headers: { ...pageSecurity, 'cache-control': 'no-cache' } }),
 })
 
-export const agentIdentityRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const agentIdentityRoutes: readonly Route<RouteSchemas, AgentIdentityContext>[] = [
   createAgentIdentityRoute,
   renewAgentClaimRoute,
   inspectAgentClaimRoute,
   confirmAgentClaimRoute,
   claimPageRoute,
   claimScriptRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, AgentIdentityContext>[]

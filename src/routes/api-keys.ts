@@ -21,6 +21,9 @@ import { organizationOf, userIdOrNull } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the API key routes use of the node. */
+export type ApiKeysContext = Pick<Services, 'apiKeyCache' | 'apiKeyUsage' | 'clock' | 'db'>
+
 const read = { kind: 'organization', scope: null } as const
 const write = { kind: 'organization', scope: null, admin: true } as const
 
@@ -33,7 +36,7 @@ export const createApiKeyRoute = defineRoute({
   auth: write,
   schemas: { body: CreateApiKeyBody },
   responses: { 200: { description: 'The key, with its secret.', schema: CreatedApiKeySchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ApiKeysContext) => {
     const expiresAt = req.body.expires_at ?? null
     if (expiresAt !== null && Date.parse(expiresAt) <= svc.clock.now()) {
       throw new ServiceError('validation_failed', 'body.expires_at must be in the future')
@@ -59,7 +62,7 @@ export const listApiKeysRoute = defineRoute({
   auth: read,
   schemas: { query: ApiKeyListQuery },
   responses: { 200: { description: 'Keys.', schema: ApiKeyListSchema } },
-  handler: async (req, svc: Services) => ({ body: { apiKeys: await listApiKeys(svc.db.sql, organizationOf(req.principal)) } }),
+  handler: async (req, svc: ApiKeysContext) => ({ body: { apiKeys: await listApiKeys(svc.db.sql, organizationOf(req.principal)) } }),
 })
 
 export const updateApiKeyRoute = defineRoute({
@@ -73,7 +76,7 @@ export const updateApiKeyRoute = defineRoute({
   schemas: { params: ApiKeyParams, body: UpdateApiKeyBody },
   responses: { 200: { description: 'The key.', schema: ApiKeySchema } },
   errors: ['api_key_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ApiKeysContext) => {
     const { record, prefix } = await updateApiKey(svc.db.sql, organizationOf(req.principal), req.params.id, {
       ...(req.body.name !== undefined && { name: req.body.name }),
       ...(req.body.enabled !== undefined && { enabled: req.body.enabled }),
@@ -96,7 +99,7 @@ export const deleteApiKeyRoute = defineRoute({
   schemas: { params: ApiKeyParams, query: DeleteApiKeyQuery },
   responses: { 204: { description: 'Deleted.' } },
   errors: ['api_key_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ApiKeysContext) => {
     svc.apiKeyCache.invalidate(await deleteApiKey(svc.db.sql, organizationOf(req.principal), req.params.id))
     return { status: 204 }
   },
@@ -113,7 +116,7 @@ export const apiKeyLogsRoute = defineRoute({
   schemas: { params: ApiKeyParams, query: UsageLogQuery },
   responses: { 200: { description: 'Usage entries.', schema: UsageLogSchema } },
   errors: ['api_key_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ApiKeysContext) => {
     await getApiKey(svc.db.sql, organizationOf(req.principal), req.params.id)
     // What this node has seen is written first, so a reader here sees its own uses.
     await svc.apiKeyUsage.flush()
@@ -137,4 +140,4 @@ export const apiKeyLogsRoute = defineRoute({
   },
 })
 
-export const apiKeyRoutes: readonly Route<RouteSchemas, Services>[] = [createApiKeyRoute, listApiKeysRoute, updateApiKeyRoute, deleteApiKeyRoute, apiKeyLogsRoute]
+export const apiKeyRoutes: readonly Route<RouteSchemas, ApiKeysContext>[] = [createApiKeyRoute, listApiKeysRoute, updateApiKeyRoute, deleteApiKeyRoute, apiKeyLogsRoute]

@@ -36,6 +36,9 @@ import { sha256 } from '../secrets/digest.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the pairing (auth code) routes use of the node. */
+export type AuthCodesContext = Pick<Services, 'clock' | 'db' | 'pairingLimits'>
+
 export const authCodeLifetimeSeconds = 10 * 60
 const alphabet = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 
@@ -86,7 +89,7 @@ export const createAuthCodeRoute = defineRoute({
   schemas: { body: CreateAuthCodeBody },
   responses: { 200: { description: 'The code.', schema: AuthCodeCreatedSchema } },
   errors: ['rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthCodesContext) => {
     const wait = svc.pairingLimits.generation.acquire(addressGroup(req.remoteAddress))
     if (wait !== undefined) throw rateLimited('pairing codes from this address', wait)
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -120,7 +123,7 @@ export const verifyAuthCodeRoute = defineRoute({
   schemas: { body: VerifyAuthCodeBody },
   responses: { 200: { description: 'The verified code.', schema: AuthCodeSchema } },
   errors: ['auth_code_not_found', 'auth_code_expired', 'auth_code_used', 'organization_not_found', 'organization_required', 'ORG_ADMIN_REQUIRED', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthCodesContext) => {
     const userId = userOf(req.principal)
     const attempts = [
       [svc.pairingLimits.verifyFailures, `user:${userId}`],
@@ -186,7 +189,7 @@ export const exchangeAuthCodeRoute = defineRoute({
   schemas: { params: AuthCodeParams },
   responses: { 200: { description: 'The API key, with its secret, shown this once.', schema: PairedApiKeySchema } },
   errors: ['auth_code_not_found', 'auth_code_pending', 'auth_code_expired', 'auth_code_used', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthCodesContext) => {
     const limitKey = addressGroup(req.remoteAddress)
     // Counted before the first await; given back unless the code turns out unknown.
     const wait = svc.pairingLimits.exchangeFailures.acquire(limitKey)
@@ -237,4 +240,4 @@ export const exchangeAuthCodeRoute = defineRoute({
   },
 })
 
-export const authCodeRoutes: readonly Route<RouteSchemas, Services>[] = [createAuthCodeRoute, verifyAuthCodeRoute, exchangeAuthCodeRoute]
+export const authCodeRoutes: readonly Route<RouteSchemas, AuthCodesContext>[] = [createAuthCodeRoute, verifyAuthCodeRoute, exchangeAuthCodeRoute]

@@ -11,9 +11,11 @@ import { acquireAll, addressGroup, rateLimited, releaseAll } from '../auth/failu
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the sign-in and session routes use of the node. */
+export type AuthContext = Pick<Services, 'clock' | 'db' | 'keyring' | 'logger' | 'loginFailures' | 'sessions'>
 
 /** A password guess counts per account at one address, per address, and per account from everywhere. */
-function passwordAttempts(svc: Services, email: string, remoteAddress: string) {
+function passwordAttempts(svc: Pick<AuthContext, 'loginFailures'>, email: string, remoteAddress: string) {
   const account = emailKey(email)
   const address = addressGroup(remoteAddress)
   return [
@@ -30,7 +32,7 @@ const budgetNames = ['account at address', 'address', 'account'] as const
  * so an operator asked "why can't I sign in?" finds which account, from where and until when
  * (blocked attempts are refused before they are counted, so this runs once per lock).
  */
-function logLockouts(svc: Services, attempts: ReturnType<typeof passwordAttempts>, email: string, remoteAddress: string): void {
+function logLockouts(svc: Pick<AuthContext, 'logger'>, attempts: ReturnType<typeof passwordAttempts>, email: string, remoteAddress: string): void {
   for (const [i, [limiter, key]] of attempts.entries()) {
     const seconds = limiter.blockedFor(key)
     if (seconds === undefined) continue
@@ -51,7 +53,7 @@ export const loginRoute = defineRoute({
   schemas: { body: LoginBody },
   responses: { 200: { description: 'Signed in.', schema: TokenPairSchema } },
   errors: ['invalid_credentials', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthContext) => {
     const { email, password } = req.body
     // Counted before the first await, given back on success: parallel guesses cannot slip past the check.
     const attempts = passwordAttempts(svc, email, req.remoteAddress)
@@ -84,7 +86,7 @@ export const refreshRoute = defineRoute({
   schemas: { body: RefreshBody },
   responses: { 200: { description: 'New tokens.', schema: TokenPairSchema } },
   errors: ['refresh_token_invalid', 'refresh_token_reused'],
-  handler: async (req, svc: Services) => ({ body: await svc.sessions.refresh(req.body.refresh_token) }),
+  handler: async (req, svc: AuthContext) => ({ body: await svc.sessions.refresh(req.body.refresh_token) }),
 })
 
 export const logoutRoute = defineRoute({
@@ -97,7 +99,7 @@ export const logoutRoute = defineRoute({
   auth: { kind: 'public', reason: 'the refresh token in the body is the credential' },
   schemas: { body: RefreshBody },
   responses: { 204: { description: 'Signed out.' } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthContext) => {
     await svc.sessions.logout(req.body.refresh_token)
     return { status: 204 }
   },
@@ -112,7 +114,7 @@ export const meRoute = defineRoute({
   auth: { kind: 'user' },
   schemas: {},
   responses: { 200: { description: 'The caller.', schema: MeSchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthContext) => {
     const user = await getUser(svc.db.sql, userOf(req.principal))
     if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
     const organizations = (await membershipsOf(svc.db.sql, user.id)).map((m) => ({ id: m.organizationId, name: m.name, role: m.role }))
@@ -135,7 +137,7 @@ export const changePasswordRoute = defineRoute({
   schemas: { body: ChangePasswordBody },
   responses: { 200: { description: 'Changed; a new sign-in for this session.', schema: TokenPairSchema } },
   errors: ['invalid_credentials', 'rate_limited', 'validation_failed'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: AuthContext) => {
     const userId = userOf(req.principal)
     const user = await getUser(svc.db.sql, userId)
     if (user === undefined) throw new ServiceError('unauthorized', 'this account no longer exists')
@@ -163,7 +165,7 @@ export const jwksRoute = defineRoute({
   auth: { kind: 'public', reason: 'public keys are public by design' },
   schemas: {},
   responses: { 200: { description: 'The key set.', schema: JwksSchema } },
-  handler: (_req, svc: Services) => ({ body: svc.keyring.jwks(), headers: { 'cache-control': 'public, max-age=300' } }),
+  handler: (_req, svc: AuthContext) => ({ body: svc.keyring.jwks(), headers: { 'cache-control': 'public, max-age=300' } }),
 })
 
-export const authRoutes: readonly Route<RouteSchemas, Services>[] = [loginRoute, refreshRoute, logoutRoute, meRoute, changePasswordRoute, jwksRoute]
+export const authRoutes: readonly Route<RouteSchemas, AuthContext>[] = [loginRoute, refreshRoute, logoutRoute, meRoute, changePasswordRoute, jwksRoute]

@@ -16,6 +16,9 @@ import { claimPollInterval } from '../oauth/agent-identity.js'
 import type { Services } from './route-context.js'
 import { serviceVersion } from '../node/version.js'
 
+/** What the discovery (well-known metadata) routes use of the node. */
+export type DiscoveryContext = Pick<Services, 'config' | 'oauthServer'>
+
 const cached = { 'cache-control': 'public, max-age=300' }
 const Document = (title: string) => Type.Object({}, { additionalProperties: true, title })
 
@@ -78,7 +81,7 @@ export const authorizationServerMetadataRoute = defineRoute({
   auth: { kind: 'public', reason: 'discovery metadata is public by design (RFC 8414)' },
   schemas: {},
   responses: { 200: { description: 'The metadata.', schema: Document('AuthorizationServerMetadata') } },
-  handler: (_req, svc: Services) => ({ body: authorizationServer(svc.oauthServer.resources.api), headers: cached }),
+  handler: (_req, svc: DiscoveryContext) => ({ body: authorizationServer(svc.oauthServer.resources.api), headers: cached }),
 })
 
 export const protectedResourceMetadataRoute = defineRoute({
@@ -90,7 +93,7 @@ export const protectedResourceMetadataRoute = defineRoute({
   auth: { kind: 'public', reason: 'discovery metadata is public by design (RFC 9728)' },
   schemas: {},
   responses: { 200: { description: 'The metadata.', schema: Document('ProtectedResourceMetadata') } },
-  handler: (_req, svc: Services) => {
+  handler: (_req, svc: DiscoveryContext) => {
     const { api } = svc.oauthServer.resources
     return { body: protectedResource(api, api, 'printfarm API'), headers: cached }
   },
@@ -105,7 +108,7 @@ export const mcpResourceMetadataRoute = defineRoute({
   auth: { kind: 'public', reason: 'discovery metadata is public by design (RFC 9728)' },
   schemas: {},
   responses: { 200: { description: 'The metadata.', schema: Document('McpProtectedResourceMetadata') } },
-  handler: (_req, svc: Services) => {
+  handler: (_req, svc: DiscoveryContext) => {
     const { api, mcp } = svc.oauthServer.resources
     return { body: protectedResource(api, mcp, 'printfarm MCP'), headers: cached }
   },
@@ -120,7 +123,7 @@ export const mcpServerCardRoute = defineRoute({
   auth: { kind: 'public', reason: 'discovery metadata is public by design' },
   schemas: {},
   responses: { 200: { description: 'The card.', schema: Document('McpServerCard') } },
-  handler: (_req, svc: Services) => {
+  handler: (_req, svc: DiscoveryContext) => {
     const { api, mcp } = svc.oauthServer.resources
     const host = new URL(api).hostname.split('.').reverse().join('.')
     return {
@@ -147,7 +150,7 @@ export const integrationsRoute = defineRoute({
   auth: { kind: 'public', reason: 'discovery metadata is public by design' },
   schemas: {},
   responses: { 200: { description: 'The integrations.', schema: Document('Integrations') } },
-  handler: (_req, svc: Services) => {
+  handler: (_req, svc: DiscoveryContext) => {
     const { api, mcp } = svc.oauthServer.resources
     const ws = api.replace(/^http/, 'ws')
     return {
@@ -179,7 +182,7 @@ export const appsChallengeRoute = defineRoute({
   schemas: { params: Type.Object({ document: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }) },
   responses: { 200: { description: 'The challenge token.', contentType: 'text/plain' } },
   errors: ['route_not_found'],
-  handler: (req, svc: Services) => {
+  handler: (req, svc: DiscoveryContext) => {
     const challenge = svc.config.appsChallenge
     if (challenge === undefined || req.params.document !== `${challenge.vendor}-apps-challenge`) {
       throw new ServiceError('route_not_found', `no document /.well-known/${req.params.document.slice(0, 100)}`)
@@ -202,7 +205,7 @@ export const logoRoute = defineRoute({
   handler: () => ({ raw: logo, contentType: 'image/svg+xml', headers: { ...cached, 'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'", 'x-content-type-options': 'nosniff' } }),
 })
 
-export const discoveryRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const discoveryRoutes: readonly Route<RouteSchemas, DiscoveryContext>[] = [
   authorizationServerMetadataRoute,
   protectedResourceMetadataRoute,
   mcpResourceMetadataRoute,
@@ -210,4 +213,4 @@ export const discoveryRoutes: readonly Route<RouteSchemas, Services>[] = [
   integrationsRoute,
   appsChallengeRoute,
   logoRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, DiscoveryContext>[]

@@ -25,9 +25,12 @@ import { organizationOf } from '../auth/principal.js'
 import { invalidRequestCode, mutate, read } from './display-access.js'
 import { activationView } from '../displays/display-store.js'
 
+/** What the status display routes use of the node. */
+export type DisplaysContext = Pick<Services, 'displays'>
+
 const tags = ['status displays']
 
-function requireBroker(svc: Services): void {
+function requireBroker(svc: DisplaysContext): void {
   if (!svc.displays.gateway.configured) {
     throw new ServiceError('MQTT_DISPLAY_NOT_CONFIGURED', 'the MQTT broker of this service does not enforce display credentials: on Mosquitto set MQTT_DISPLAY_CREDENTIALS=dynamic-security (docs/displays.md, "Status displays on Mosquitto")')
   }
@@ -43,7 +46,7 @@ export const listDisplaysRoute = defineRoute({
   invalidRequestCode,
   schemas: {},
   responses: { 200: { description: 'Displays, oldest first.', schema: Type.Array(DisplaySchema) } },
-  handler: async (req, svc: Services) => ({ body: await svc.displays.store.list(organizationOf(req.principal)) }),
+  handler: async (req, svc: DisplaysContext) => ({ body: await svc.displays.store.list(organizationOf(req.principal)) }),
 })
 
 export const createDisplayRoute = defineRoute({
@@ -61,7 +64,7 @@ export const createDisplayRoute = defineRoute({
   schemas: { body: CreateDisplayBody },
   responses: { 201: { description: 'The display and its credential.', schema: DisplayWithCredentialSchema } },
   errors: ['MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     requireBroker(svc)
     const { display, password } = await svc.displays.store.create(organizationOf(req.principal), req.body.name, req.body.pixels, (credential) =>
       svc.displays.gateway.grantCredential(credential),
@@ -82,7 +85,7 @@ export const getDisplayRoute = defineRoute({
   schemas: { params: IdParams },
   responses: { 200: { description: 'The display.', schema: DisplaySchema } },
   errors: ['display_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.displays.store.get(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: DisplaysContext) => ({ body: await svc.displays.store.get(organizationOf(req.principal), req.params.id) }),
 })
 
 export const patchDisplayRoute = defineRoute({
@@ -96,7 +99,7 @@ export const patchDisplayRoute = defineRoute({
   schemas: { params: IdParams, body: PatchDisplayBody },
   responses: { 200: { description: 'The display.', schema: DisplaySchema } },
   errors: ['display_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     const display = await svc.displays.store.patch(organizationOf(req.principal), req.params.id, req.body)
     svc.displays.changed(organizationOf(req.principal), display.id)
     return { body: display }
@@ -118,7 +121,7 @@ export const rebindDisplayRoute = defineRoute({
   schemas: { params: IdParams, body: EmptyBody },
   responses: { 200: { description: 'The display and its new credential.', schema: DisplayWithCredentialSchema } },
   errors: ['display_not_found', 'MQTT_DISPLAY_NOT_CONFIGURED', 'mqtt_broker_unavailable', 'display_owner_unavailable'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     requireBroker(svc)
     const organizationId = organizationOf(req.principal)
     const { username, password } = await svc.displays.rebind(req.params.id, organizationId)
@@ -139,7 +142,7 @@ export const deleteDisplayRoute = defineRoute({
   schemas: { params: IdParams },
   responses: { 200: { description: 'Removed.', schema: Type.Object({ success: Type.Literal(true) }) } },
   errors: ['display_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     await svc.displays.remove(organizationOf(req.principal), req.params.id)
     return { body: { success: true as const } }
   },
@@ -155,7 +158,7 @@ export const listTargetsRoute = defineRoute({
   invalidRequestCode,
   schemas: {},
   responses: { 200: { description: 'Targets.', schema: Type.Array(DesiredActivationSchema) } },
-  handler: async (req, svc: Services) => ({ body: await svc.displays.store.targetsOf(organizationOf(req.principal)) }),
+  handler: async (req, svc: DisplaysContext) => ({ body: await svc.displays.store.targetsOf(organizationOf(req.principal)) }),
 })
 
 export const getTargetRoute = defineRoute({
@@ -169,7 +172,7 @@ export const getTargetRoute = defineRoute({
   schemas: { params: IdParams },
   responses: { 200: { description: 'The target.', schema: DesiredActivationSchema } },
   errors: ['display_not_found', 'signal_profile_target_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.displays.store.target(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: DisplaysContext) => ({ body: await svc.displays.store.target(organizationOf(req.principal), req.params.id) }),
 })
 
 export const assignProfileRoute = defineRoute({
@@ -198,7 +201,7 @@ export const assignProfileRoute = defineRoute({
     'MQTT_DISPLAY_NOT_CONFIGURED',
     'display_owner_unavailable',
   ],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     requireBroker(svc)
     const stored = await svc.displays.assign(req.params.id, {
       organizationId: organizationOf(req.principal),
@@ -222,13 +225,13 @@ export const retryProfileRoute = defineRoute({
   schemas: { params: IdParams, body: EmptyBody },
   responses: { 200: { description: 'The target.', schema: DesiredActivationSchema } },
   errors: ['display_not_found', 'signal_profile_target_not_found', 'signal_profile_target_healthy', 'MQTT_DISPLAY_NOT_CONFIGURED', 'display_owner_unavailable'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: DisplaysContext) => {
     requireBroker(svc)
     return { body: activationView(await svc.displays.retry(req.params.id, organizationOf(req.principal))) }
   },
 })
 
-export const displayRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const displayRoutes: readonly Route<RouteSchemas, DisplaysContext>[] = [
   listDisplaysRoute,
   createDisplayRoute,
   getDisplayRoute,

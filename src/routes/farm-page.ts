@@ -8,6 +8,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import { publicFile } from './public-files.js'
 
+/** What the farm page routes use of the node: nothing (they serve two files read at start). */
+export type FarmPageContext = Pick<Services, never>
+
 const html = publicFile('farm.html')
 const script = publicFile('farm.js')
 const security = {
@@ -41,4 +44,4 @@ export const farmScriptRoute = defineRoute({
   handler: () => ({ raw: script, contentType: 'text/javascript; charset=utf-8', headers: security }),
 })
 
-export const farmPageRoutes: readonly Route<RouteSchemas, Services>[] = [farmPageRoute, farmScriptRoute]
+export const farmPageRoutes: readonly Route<RouteSchemas, FarmPageContext>[] = [farmPageRoute, farmScriptRoute]

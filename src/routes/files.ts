@@ -14,6 +14,9 @@ import { FileStoreError } from '../files/file-store.js'
 import { defineRoute, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the file routes use of the node. */
+export type FilesContext = Pick<Services, 'clock' | 'files' | 'jobs' | 'logger'>
+
 export const fileMetadataRoute = defineRoute({
   method: 'GET',
   path: '/v1/files/{fileId}/metadata',
@@ -24,7 +27,7 @@ export const fileMetadataRoute = defineRoute({
   schemas: { params: FileParams, query: FileContentQuery },
   responses: { 200: { description: 'The file.', schema: FileSchema } },
   errors: ['file_not_found'],
-  handler: async (req, svc: Services) => ({ body: fileRecordOf(await svc.files.records.active(organizationOf(req.principal), req.params.fileId)) }),
+  handler: async (req, svc: FilesContext) => ({ body: fileRecordOf(await svc.files.records.active(organizationOf(req.principal), req.params.fileId)) }),
 })
 
 export const fileContentRoute = defineRoute({
@@ -49,7 +52,7 @@ export const fileContentRoute = defineRoute({
     304: { description: 'Not modified: the etag matches.' },
   },
   errors: ['file_not_found', 'download_url_invalid', 'range_not_satisfiable', 'file_storage_unavailable', 'task_claim_mismatch', 'task_access_denied', 'printer_task_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: FilesContext) => {
     const row = await fileForContent(req, svc)
     return contentReply(row, req.headers, svc, req.principal.kind === 'anonymous')
   },
@@ -66,7 +69,7 @@ export const downloadUrlRoute = defineRoute({
   schemas: { params: FileParams, query: FileContentQuery },
   responses: { 200: { description: 'The signed URL.', schema: DownloadUrlSchema } },
   errors: ['file_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: FilesContext) => {
     const row = await svc.files.records.active(organizationOf(req.principal), req.params.fileId)
     return { body: svc.files.downloads.url(row.id, row.sha256, svc.clock.now()) }
   },
@@ -82,7 +85,7 @@ export const deleteFileRoute = defineRoute({
   schemas: { params: FileParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['file_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: FilesContext) => {
     await svc.files.records.softDelete(organizationOf(req.principal), req.params.fileId)
     return { body: { success: true } }
   },
@@ -100,7 +103,7 @@ export const restoreFileRoute = defineRoute({
   schemas: { params: FileParams },
   responses: { 204: { description: 'The file is active.' } },
   errors: ['file_not_found', 'model_unavailable', 'file_purged'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: FilesContext) => {
     await svc.files.records.restore(organizationOf(req.principal), req.params.fileId)
     return { status: 204 }
   },
@@ -148,7 +151,7 @@ export const auditRoute = defineRoute({
   schemas: { params: ModelParams, query: Type.Object({ organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Must name the request's organization when given." })) }, { additionalProperties: false }) },
   responses: { 200: { description: 'The audit.', schema: AuditSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.audit.audit(organizationOf(req.principal), req.params.modelId) }),
+  handler: async (req, svc: FilesContext) => ({ body: await svc.files.audit.audit(organizationOf(req.principal), req.params.modelId) }),
 })
 
 export const cleanupRoute = defineRoute({
@@ -165,7 +168,7 @@ export const cleanupRoute = defineRoute({
   schemas: { params: ModelParams, body: CleanupBody },
   responses: { 200: { description: 'What was deleted, and what was not and why.', schema: CleanupSchema } },
   errors: ['model_not_found', 'organization_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: FilesContext) => {
     const organizationId = organizationOf(req.principal)
     // The body may name the organization too (docs/files.md); it must be the one acting.
     if (req.body.organizationId !== undefined && req.body.organizationId.toLowerCase() !== organizationId) {
@@ -176,7 +179,7 @@ export const cleanupRoute = defineRoute({
 })
 
 /** The row a content request may read: by its signature (anonymous) or in the caller's organization. */
-async function fileForContent(req: RouteRequest<{ params: typeof FileParams; query: typeof FileContentQuery }>, svc: Services): Promise<FileRow> {
+async function fileForContent(req: RouteRequest<{ params: typeof FileParams; query: typeof FileContentQuery }>, svc: Pick<FilesContext, 'clock' | 'files' | 'jobs'>): Promise<FileRow> {
   if (req.principal.kind !== 'anonymous') {
     const organizationId = organizationOf(req.principal)
     // Task parameters, when given, must match the live claim whoever reads; without them files:read is needed.
@@ -195,7 +198,7 @@ async function fileForContent(req: RouteRequest<{ params: typeof FileParams; que
   return row
 }
 
-async function contentReply(row: FileRow, headers: Readonly<Record<string, string>>, svc: Services, signed: boolean): Promise<Reply> {
+async function contentReply(row: FileRow, headers: Readonly<Record<string, string>>, svc: Pick<FilesContext, 'files' | 'logger'>, signed: boolean): Promise<Reply> {
   const size = Number(row.file_size)
   const etag = `"${row.sha256}"`
   const common: Record<string, string> = {
@@ -259,7 +262,7 @@ function contentDisposition(name: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`
 }
 
-export const fileRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const fileRoutes: readonly Route<RouteSchemas, FilesContext>[] = [
   fileMetadataRoute,
   fileContentRoute,
   downloadUrlRoute,
@@ -267,4 +270,4 @@ export const fileRoutes: readonly Route<RouteSchemas, Services>[] = [
   restoreFileRoute,
   auditRoute,
   cleanupRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, FilesContext>[]

@@ -22,6 +22,9 @@ import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the inventory routes use of the node. */
+export type InventoryContext = Pick<Services, 'clock' | 'db' | 'inventory' | 'queue'>
+
 export const listSpoolsRoute = defineRoute({
   method: 'GET',
   path: '/v1/inventory',
@@ -35,7 +38,7 @@ export const listSpoolsRoute = defineRoute({
   schemas: { query: SpoolListQuery },
   responses: { 200: { description: 'A page of spools.', schema: SpoolListSchema } },
   errors: ['material_not_found', 'printer_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: InventoryContext) => {
     const organizationId = organizationOf(req.principal)
     await assertOwned(svc.db.sql, organizationId, 'material', [{ field: 'query.material_id', id: req.query.material_id }])
     await assertOwned(svc.db.sql, organizationId, 'printer', [{ field: 'query.printer_id', id: req.query.printer_id }])
@@ -56,7 +59,7 @@ export const createSpoolRoute = defineRoute({
   schemas: { body: CreateSpoolBody },
   responses: { 201: { description: 'The spool as stored.', schema: SpoolSchema } },
   errors: ['material_not_found', 'printer_not_found', 'spool_slot_taken'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: InventoryContext) => {
     const organizationId = organizationOf(req.principal)
     const spool = await svc.inventory.create(organizationId, req.body, new Date(svc.clock.now()))
     // A spool loaded into a slot is a material (and grams) the queue may have been waiting for.
@@ -75,7 +78,7 @@ export const getSpoolRoute = defineRoute({
   schemas: { params: SpoolParams },
   responses: { 200: { description: 'The spool.', schema: SpoolSchema } },
   errors: ['spool_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.inventory.get(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: InventoryContext) => ({ body: await svc.inventory.get(organizationOf(req.principal), req.params.id) }),
 })
 
 export const updateSpoolRoute = defineRoute({
@@ -91,7 +94,7 @@ export const updateSpoolRoute = defineRoute({
   schemas: { params: SpoolParams, body: UpdateSpoolBody },
   responses: { 200: { description: 'The spool as stored now.', schema: SpoolSchema } },
   errors: ['spool_not_found', 'material_not_found', 'printer_not_found', 'spool_slot_taken'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: InventoryContext) => {
     const organizationId = organizationOf(req.principal)
     const spool = await svc.inventory.update(organizationId, req.params.id, req.body, new Date(svc.clock.now()))
     svc.queue.wake(organizationId)
@@ -109,7 +112,7 @@ export const deleteSpoolRoute = defineRoute({
   schemas: { params: SpoolParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['spool_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: InventoryContext) => {
     const organizationId = organizationOf(req.principal)
     await svc.inventory.delete(organizationId, req.params.id)
     svc.queue.wake(organizationId)
@@ -130,7 +133,7 @@ export const adjustSpoolRoute = defineRoute({
   schemas: { params: SpoolParams, body: AdjustmentBody },
   responses: { 201: { description: 'The entry written and the spool.', schema: AdjustmentResultSchema } },
   errors: ['spool_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: InventoryContext) => {
     const organizationId = organizationOf(req.principal)
     const entry = await svc.inventory.adjust(organizationId, req.params.id, req.body, new Date(svc.clock.now()))
     // More grams on a spool may let a job that waited for them go.
@@ -150,10 +153,10 @@ export const spoolLedgerRoute = defineRoute({
   schemas: { params: SpoolParams, query: LedgerQuery },
   responses: { 200: { description: 'A page of ledger entries.', schema: LedgerSchema } },
   errors: ['spool_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.inventory.ledger(organizationOf(req.principal), req.params.id, req.query) }),
+  handler: async (req, svc: InventoryContext) => ({ body: await svc.inventory.ledger(organizationOf(req.principal), req.params.id, req.query) }),
 })
 
-export const inventoryRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const inventoryRoutes: readonly Route<RouteSchemas, InventoryContext>[] = [
   listSpoolsRoute,
   createSpoolRoute,
   getSpoolRoute,
@@ -161,4 +164,4 @@ export const inventoryRoutes: readonly Route<RouteSchemas, Services>[] = [
   deleteSpoolRoute,
   adjustSpoolRoute,
   spoolLedgerRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, InventoryContext>[]

@@ -13,6 +13,9 @@ import { organizationFor, organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the make routes use of the node. */
+export type MakesContext = Pick<Services, 'db' | 'makes'>
+
 export const saveMakeRoute = defineRoute({
   method: 'POST',
   path: '/v1/model-files/{fileId}/full-workshop/makes',
@@ -29,7 +32,7 @@ export const saveMakeRoute = defineRoute({
   schemas: { params: FileParams, body: SaveMakeBody },
   responses: { 201: { description: 'The make, created.', schema: MakeSchema }, 200: { description: 'The make, updated.', schema: MakeSchema } },
   errors: ['file_not_found', 'file_deleted', 'make_not_found', 'make_revision_conflict', 'material_not_found', 'sku_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: MakesContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     const { make, created } = await svc.makes.save(organizationId, req.params.fileId, req.body)
     return { status: created ? 201 : 200, body: make }
@@ -47,7 +50,7 @@ export const listMakesRoute = defineRoute({
   schemas: { query: MakeListQuery },
   responses: { 200: { description: 'A page of makes.', schema: MakeListSchema } },
   errors: ['file_not_found', 'sku_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: MakesContext) => {
     const organizationId = organizationOf(req.principal)
     await assertOwned(svc.db.sql, organizationId, 'model_file', [{ field: 'query.model_file_id', id: req.query.model_file_id }])
     await assertOwned(svc.db.sql, organizationId, 'sku', [{ field: 'query.sku_id', id: req.query.sku_id }])
@@ -65,7 +68,7 @@ export const getMakeRoute = defineRoute({
   schemas: { params: MakeParams },
   responses: { 200: { description: 'The make.', schema: MakeSchema } },
   errors: ['make_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.makes.get(organizationOf(req.principal), req.params.makeId) }),
+  handler: async (req, svc: MakesContext) => ({ body: await svc.makes.get(organizationOf(req.principal), req.params.makeId) }),
 })
 
 export const deleteMakeRoute = defineRoute({
@@ -79,10 +82,10 @@ export const deleteMakeRoute = defineRoute({
   schemas: { params: MakeParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['make_not_found', 'make_in_use'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: MakesContext) => {
     await svc.makes.delete(organizationOf(req.principal), req.params.makeId)
     return { body: { success: true } }
   },
 })
 
-export const makeRoutes: readonly Route<RouteSchemas, Services>[] = [saveMakeRoute, listMakesRoute, getMakeRoute, deleteMakeRoute] as Route<RouteSchemas, Services>[]
+export const makeRoutes: readonly Route<RouteSchemas, MakesContext>[] = [saveMakeRoute, listMakesRoute, getMakeRoute, deleteMakeRoute] as Route<RouteSchemas, MakesContext>[]

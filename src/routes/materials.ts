@@ -9,6 +9,9 @@ import { organizationOf } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the materials routes use of the node. */
+export type MaterialsContext = Pick<Services, 'materials'>
+
 export const listMaterialsRoute = defineRoute({
   method: 'GET',
   path: '/v1/materials',
@@ -19,7 +22,7 @@ export const listMaterialsRoute = defineRoute({
   auth: { kind: 'organization', scope: 'inventory:read' },
   schemas: { query: MaterialListQuery },
   responses: { 200: { description: 'A page of materials.', schema: MaterialListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.materials.list(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: MaterialsContext) => ({ body: await svc.materials.list(organizationOf(req.principal), req.query) }),
 })
 
 export const createMaterialRoute = defineRoute({
@@ -31,7 +34,7 @@ export const createMaterialRoute = defineRoute({
   auth: { kind: 'organization', scope: 'inventory:write', admin: true },
   schemas: { body: CreateMaterialBody },
   responses: { 201: { description: 'The material as stored.', schema: MaterialSchema } },
-  handler: async (req, svc: Services) => ({ status: 201, body: await svc.materials.create(organizationOf(req.principal), req.body) }),
+  handler: async (req, svc: MaterialsContext) => ({ status: 201, body: await svc.materials.create(organizationOf(req.principal), req.body) }),
 })
 
 export const getMaterialRoute = defineRoute({
@@ -44,7 +47,7 @@ export const getMaterialRoute = defineRoute({
   schemas: { params: MaterialParams },
   responses: { 200: { description: 'The material.', schema: MaterialSchema } },
   errors: ['material_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.materials.get(organizationOf(req.principal), req.params.materialId) }),
+  handler: async (req, svc: MaterialsContext) => ({ body: await svc.materials.get(organizationOf(req.principal), req.params.materialId) }),
 })
 
 export const updateMaterialRoute = defineRoute({
@@ -57,7 +60,7 @@ export const updateMaterialRoute = defineRoute({
   schemas: { params: MaterialParams, body: UpdateMaterialBody },
   responses: { 200: { description: 'The material as stored now.', schema: MaterialSchema } },
   errors: ['material_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.materials.update(organizationOf(req.principal), req.params.materialId, req.body) }),
+  handler: async (req, svc: MaterialsContext) => ({ body: await svc.materials.update(organizationOf(req.principal), req.params.materialId, req.body) }),
 })
 
 export const deleteMaterialRoute = defineRoute({
@@ -70,16 +73,16 @@ export const deleteMaterialRoute = defineRoute({
   schemas: { params: MaterialParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['material_not_found', 'material_in_use'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: MaterialsContext) => {
     await svc.materials.delete(organizationOf(req.principal), req.params.materialId)
     return { body: { success: true } }
   },
 })
 
-export const materialRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const materialRoutes: readonly Route<RouteSchemas, MaterialsContext>[] = [
   listMaterialsRoute,
   createMaterialRoute,
   getMaterialRoute,
   updateMaterialRoute,
   deleteMaterialRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, MaterialsContext>[]

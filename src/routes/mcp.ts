@@ -23,13 +23,16 @@ import { tokenUse } from '../oauth/access-tokens.js'
 import { defineRoute, type Principal, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import type { ListenScope } from '../mcp/change-bus.js'
 import { checkListen, listenLimitReached, listenRequestOf, maxListenStreamsPerOrganization, maxListenStreamsPerPerson, type ListenRefusal, type ListenRequest } from '../mcp/listen.js'
-import { FarmMcp, principalOf } from '../mcp/server.js'
+import { FarmMcp, principalOf, type FarmMcpContext } from '../mcp/server.js'
 import type { Services } from './route-context.js'
 import { ServiceError } from '../../protocol/errors.js'
 
+/** What the MCP endpoint uses of the node: its token checks and stream watch, and the MCP server's needs. */
+export type McpContext = Pick<Services, 'clock' | 'config' | 'db' | 'oauthServer' | 'oauthTokens'> & FarmMcpContext
+
 /** One MCP server per running service (tests start several in one process, and look at its streams). */
-const farms = new WeakMap<Services, FarmMcp>()
-export function farmOf(svc: Services): FarmMcp {
+const farms = new WeakMap<McpContext, FarmMcp>()
+export function farmOf(svc: McpContext): FarmMcp {
   let farm = farms.get(svc)
   if (farm === undefined) farms.set(svc, (farm = new FarmMcp(svc)))
   return farm
@@ -38,7 +41,7 @@ export function farmOf(svc: Services): FarmMcp {
 const forwardedHeaders = ['accept', 'content-type', 'mcp-protocol-version', 'mcp-session-id', 'last-event-id', 'origin', 'mcp-method', 'mcp-name']
 
 /** The hostnames a browser page may call from: the service's own, and those CORS_ORIGINS lists. */
-function allowedHostnames(svc: Services): string[] {
+function allowedHostnames(svc: Pick<McpContext, 'config' | 'oauthServer'>): string[] {
   const names = new Set<string>([new URL(svc.oauthServer.resources.api).hostname])
   if (svc.config.corsOrigins !== '*') for (const origin of svc.config.corsOrigins) names.add(new URL(origin).hostname)
   return [...names].map((name) => (name.includes(':') && !name.startsWith('[') ? `[${name}]` : name))
@@ -69,7 +72,7 @@ async function replyOf(response: Response): Promise<Reply> {
 }
 
 /** The OAuth principal of an MCP token, as the SDK's bearer helper expects it (AuthInfo with our principal in `extra`). */
-async function verify(svc: Services, token: string, requestId: string): Promise<AuthInfo> {
+async function verify(svc: Pick<McpContext, 'db' | 'oauthServer' | 'oauthTokens'>, token: string, requestId: string): Promise<AuthInfo> {
   const { resources } = svc.oauthServer
   if (tokenUse(token) !== 'oauth') throw new OAuthError('invalid_token', 'not an OAuth access token of this service (sign-in session tokens and API keys are not accepted here)')
   let claims
@@ -98,7 +101,7 @@ async function verify(svc: Services, token: string, requestId: string): Promise<
   return { token, clientId: claims.clientId, scopes, expiresAt: claims.expiresAt, resource: new URL(resources.mcp), extra: { principal, requestId } }
 }
 
-async function serve(req: RouteRequest, svc: Services): Promise<Reply> {
+async function serve(req: RouteRequest, svc: McpContext): Promise<Reply> {
   const { resources } = svc.oauthServer
   const resourceMetadataUrl = `${resources.api}/.well-known/oauth-protected-resource/v1/mcp`
   const origin = validateOriginHeader(req.headers['origin'], allowedHostnames(svc))
@@ -142,7 +145,7 @@ const standingCheckFailures = 3
  * access token expires, or when a periodic check finds the token no longer stands or no longer
  * has the scopes the stream needs; the client listens again with a fresh token.
  */
-async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, authInfo: AuthInfo, headers: Headers, listen: ListenRequest, resourceMetadataUrl: string): Promise<Reply> {
+async function serveListen(req: RouteRequest, svc: McpContext, farm: FarmMcp, authInfo: AuthInfo, headers: Headers, listen: ListenRequest, resourceMetadataUrl: string): Promise<Reply> {
   const principal = principalOf(authInfo)
   if (principal?.kind !== 'oauth') throw new ServiceError('unauthorized', 'an MCP stream needs an OAuth access token')
   const org = principal.organizationId
@@ -176,7 +179,7 @@ async function serveListen(req: RouteRequest, svc: Services, farm: FarmMcp, auth
 }
 
 /** Ends an open stream at its token's expiry, or when the token no longer stands; everything stops when the stream closes. */
-function watchStream(svc: Services, body: Readable, ending: AbortController, signal: AbortSignal, principal: Principal & { kind: 'oauth' }, scope: ListenScope, expiresAt: number | undefined): void {
+function watchStream(svc: Pick<McpContext, 'clock' | 'db'>, body: Readable, ending: AbortController, signal: AbortSignal, principal: Principal & { kind: 'oauth' }, scope: ListenScope, expiresAt: number | undefined): void {
   // On the node's clock (its timers are unref'd: an open stream never keeps a stopping node up).
   const { clock } = svc
   let expiry: unknown
@@ -216,7 +219,7 @@ const description =
 const auth = { kind: 'public', reason: 'the endpoint checks its OAuth bearer token itself, as MCP authorization prescribes (WWW-Authenticate with resource_metadata)' } as const
 const JsonRpcBody = Type.Unknown({ description: 'A JSON-RPC message (or batch) of the Model Context Protocol.' })
 
-function mcpRoutes(path: string, suffix: string): Route<RouteSchemas, Services>[] {
+function mcpRoutes(path: string, suffix: string): Route<RouteSchemas, McpContext>[] {
   return [
     defineRoute({
       method: 'POST',
@@ -259,7 +262,7 @@ function mcpRoutes(path: string, suffix: string): Route<RouteSchemas, Services>[
       errors: ['mcp_origin_forbidden'],
       handler: serve,
     }),
-  ] as Route<RouteSchemas, Services>[]
+  ] as Route<RouteSchemas, McpContext>[]
 }
 
-export const mcpRouteList: readonly Route<RouteSchemas, Services>[] = [...mcpRoutes('/v1/mcp', ''), ...mcpRoutes('/v1/mcp/', 'Slash')]
+export const mcpRouteList: readonly Route<RouteSchemas, McpContext>[] = [...mcpRoutes('/v1/mcp', ''), ...mcpRoutes('/v1/mcp/', 'Slash')]

@@ -25,6 +25,9 @@ import { fileRecordOf } from '../files/file-records.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the model file routes use of the node. */
+export type ModelFilesContext = Pick<Services, 'db' | 'files'>
+
 const OrganizationQuery = Type.Object({ organizationId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Must name the request's organization when given." })) }, { additionalProperties: false })
 
 export const liveOperationsRoute = defineRoute({
@@ -40,7 +43,7 @@ export const liveOperationsRoute = defineRoute({
   auth: { kind: 'organization', scope: 'files:read' },
   schemas: { query: OrganizationQuery },
   responses: { 200: { description: 'The operations, newest first.', schema: LiveOperationsSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.files.reprocessor.liveOperations(organizationOf(req.principal)) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await svc.files.reprocessor.liveOperations(organizationOf(req.principal)) }),
 })
 
 export const listModelFilesRoute = defineRoute({
@@ -56,7 +59,7 @@ export const listModelFilesRoute = defineRoute({
   schemas: { query: ModelFileListQuery },
   responses: { 200: { description: 'A page of files.', schema: ModelFileListSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.reads.list(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await svc.files.reads.list(organizationOf(req.principal), req.query) }),
 })
 
 export const modelFileCountsRoute = defineRoute({
@@ -69,7 +72,7 @@ export const modelFileCountsRoute = defineRoute({
   schemas: { query: ModelFileCountsQuery },
   responses: { 200: { description: 'The counts.', schema: ModelFileCountsSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.reads.counts(organizationOf(req.principal), req.query.modelId) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await svc.files.reads.counts(organizationOf(req.principal), req.query.modelId) }),
 })
 
 export const getModelFileRoute = defineRoute({
@@ -82,7 +85,7 @@ export const getModelFileRoute = defineRoute({
   schemas: { params: FileParams },
   responses: { 200: { description: 'The file.', schema: FileSchema } },
   errors: ['file_not_found'],
-  handler: async (req, svc: Services) => ({ body: fileRecordOf(await svc.files.records.any(organizationOf(req.principal), req.params.fileId)) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: fileRecordOf(await svc.files.records.any(organizationOf(req.principal), req.params.fileId)) }),
 })
 
 export const filamentLabelsRoute = defineRoute({
@@ -96,7 +99,7 @@ export const filamentLabelsRoute = defineRoute({
   schemas: { params: FileParams, body: FilamentLabelsBody },
   responses: { 200: { description: 'The file with its labels.', schema: FileSchema } },
   errors: ['file_not_found', 'file_deleted'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.reads.setLabels(organizationOf(req.principal), req.params.fileId, req.body.labels) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await svc.files.reads.setLabels(organizationOf(req.principal), req.params.fileId, req.body.labels) }),
 })
 
 export const reprocessRoute = defineRoute({
@@ -113,7 +116,7 @@ export const reprocessRoute = defineRoute({
   schemas: { params: FileParams },
   responses: { 202: { description: 'Queued (or already queued or running).', schema: ReprocessAcceptedSchema } },
   errors: ['file_not_found', 'file_deleted'],
-  handler: async (req, svc: Services) => ({ status: 202, body: await svc.files.reprocessor.request(organizationOf(req.principal), req.params.fileId) }),
+  handler: async (req, svc: ModelFilesContext) => ({ status: 202, body: await svc.files.reprocessor.request(organizationOf(req.principal), req.params.fileId) }),
 })
 
 export const reprocessReceiptRoute = defineRoute({
@@ -126,7 +129,7 @@ export const reprocessReceiptRoute = defineRoute({
   schemas: { params: ReceiptParams },
   responses: { 200: { description: 'The receipt.', schema: ReprocessReceiptSchema } },
   errors: ['command_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.reprocessor.receipt(organizationOf(req.principal), req.params.fileId, req.params.commandId) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await svc.files.reprocessor.receipt(organizationOf(req.principal), req.params.fileId, req.params.commandId) }),
 })
 
 export const modelFileOverviewRoute = defineRoute({
@@ -142,10 +145,10 @@ export const modelFileOverviewRoute = defineRoute({
   schemas: { params: FileParams },
   responses: { 200: { description: 'The overview.', schema: ModelFileOverviewSchema } },
   errors: ['file_not_found'],
-  handler: async (req, svc: Services) => ({ body: await modelFileOverview(svc.db.sql, organizationOf(req.principal), req.params.fileId, req.principal) }),
+  handler: async (req, svc: ModelFilesContext) => ({ body: await modelFileOverview(svc.db.sql, organizationOf(req.principal), req.params.fileId, req.principal) }),
 })
 
-export const modelFileRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const modelFileRoutes: readonly Route<RouteSchemas, ModelFilesContext>[] = [
   liveOperationsRoute,
   listModelFilesRoute,
   modelFileCountsRoute,
@@ -154,4 +157,4 @@ export const modelFileRoutes: readonly Route<RouteSchemas, Services>[] = [
   reprocessRoute,
   reprocessReceiptRoute,
   modelFileOverviewRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, ModelFilesContext>[]

@@ -20,6 +20,9 @@ import { organizationOf, userIdOrNull } from '../auth/principal.js'
 import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the model routes use of the node. */
+export type ModelsContext = Pick<Services, 'clock' | 'config' | 'files'>
+
 export const createModelRoute = defineRoute({
   method: 'POST',
   path: '/v1/models',
@@ -29,7 +32,7 @@ export const createModelRoute = defineRoute({
   auth: { kind: 'organization', scope: 'models:write' },
   schemas: { body: CreateModelBody },
   responses: { 201: { description: 'The model as stored.', schema: ModelSchema } },
-  handler: async (req, svc: Services) => ({ status: 201, body: await svc.files.models.create(organizationOf(req.principal), userIdOrNull(req.principal), req.body) }),
+  handler: async (req, svc: ModelsContext) => ({ status: 201, body: await svc.files.models.create(organizationOf(req.principal), userIdOrNull(req.principal), req.body) }),
 })
 
 export const listModelsRoute = defineRoute({
@@ -42,7 +45,7 @@ export const listModelsRoute = defineRoute({
   auth: { kind: 'organization', scope: 'models:read' },
   schemas: { query: ModelListQuery },
   responses: { 200: { description: 'A page of models.', schema: ModelListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.files.models.list(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: ModelsContext) => ({ body: await svc.files.models.list(organizationOf(req.principal), req.query) }),
 })
 
 export const getModelRoute = defineRoute({
@@ -55,7 +58,7 @@ export const getModelRoute = defineRoute({
   schemas: { params: ModelParams },
   responses: { 200: { description: 'The model.', schema: ModelSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.models.get(organizationOf(req.principal), req.params.modelId) }),
+  handler: async (req, svc: ModelsContext) => ({ body: await svc.files.models.get(organizationOf(req.principal), req.params.modelId) }),
 })
 
 export const updateModelRoute = defineRoute({
@@ -68,7 +71,7 @@ export const updateModelRoute = defineRoute({
   schemas: { params: ModelParams, body: UpdateModelBody },
   responses: { 200: { description: 'The model as stored now.', schema: ModelSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.files.models.update(organizationOf(req.principal), req.params.modelId, req.body) }),
+  handler: async (req, svc: ModelsContext) => ({ body: await svc.files.models.update(organizationOf(req.principal), req.params.modelId, req.body) }),
 })
 
 export const deleteModelRoute = defineRoute({
@@ -81,7 +84,7 @@ export const deleteModelRoute = defineRoute({
   schemas: { params: ModelParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ModelsContext) => {
     await svc.files.models.softDelete(organizationOf(req.principal), req.params.modelId)
     return { body: { success: true } }
   },
@@ -98,7 +101,7 @@ export const restoreModelRoute = defineRoute({
   schemas: { params: ModelParams },
   responses: { 204: { description: 'The model is active.' } },
   errors: ['model_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ModelsContext) => {
     await svc.files.models.restore(organizationOf(req.principal), req.params.modelId)
     return { status: 204 }
   },
@@ -117,10 +120,10 @@ export const uploadFileRoute = defineRoute({
   tags: ['models', 'files'],
   auth: { kind: 'organization', scope: ['files:write', 'models:write'] },
   schemas: { params: ModelParams },
-  streamBody: { limitBytes: (svc: Services) => svc.config.uploadLimitBytes, overheadBytes: 64 * 1024, limitName: 'UPLOAD_LIMIT_BYTES', contentType: 'multipart/form-data', schema: UploadForm },
+  streamBody: { limitBytes: (svc: ModelsContext) => svc.config.uploadLimitBytes, overheadBytes: 64 * 1024, limitName: 'UPLOAD_LIMIT_BYTES', contentType: 'multipart/form-data', schema: UploadForm },
   responses: { 201: { description: 'The stored file.', schema: FileSchema } },
   errors: ['model_not_found', 'multipart_invalid', 'payload_too_large', 'file_storage_unavailable'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: ModelsContext) => {
     const record = await svc.files.uploads.upload(
       {
         organizationId: organizationOf(req.principal),
@@ -135,7 +138,7 @@ export const uploadFileRoute = defineRoute({
   },
 })
 
-export const modelRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const modelRoutes: readonly Route<RouteSchemas, ModelsContext>[] = [
   createModelRoute,
   listModelsRoute,
   getModelRoute,
@@ -143,4 +146,4 @@ export const modelRoutes: readonly Route<RouteSchemas, Services>[] = [
   deleteModelRoute,
   restoreModelRoute,
   uploadFileRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, ModelsContext>[]

@@ -11,6 +11,9 @@ import { SuccessSchema } from '../../protocol/schemas/models.js'
 import { defineRoute, type Principal, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 
+/** What the OAuth authorization routes use of the node. */
+export type OAuthAuthorizationsContext = Pick<Services, 'oauthServer'>
+
 /** An admin acts on the whole organization; a member only on what acts for them. */
 function scopeOf(principal: Principal): { organizationId: string; onlyFor: string | undefined; userId: string } {
   if (principal.kind !== 'member') throw new TypeError('people-only route without a member principal')
@@ -30,7 +33,7 @@ export const listAuthorizationsRoute = defineRoute({
   access: 'signed-in person: their own; organization admin: all',
   schemas: {},
   responses: { 200: { description: 'Newest first.', schema: AuthorizationListSchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthAuthorizationsContext) => {
     const { organizationId, onlyFor } = scopeOf(req.principal)
     return { body: { authorizations: await svc.oauthServer.authorizations.list(organizationId, onlyFor) } }
   },
@@ -48,11 +51,11 @@ export const revokeAuthorizationRoute = defineRoute({
   schemas: { params: AuthorizationParams },
   responses: { 200: { description: 'Ended.', schema: SuccessSchema } },
   errors: ['oauth_authorization_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthAuthorizationsContext) => {
     const { organizationId, onlyFor, userId } = scopeOf(req.principal)
     await svc.oauthServer.authorizations.revoke(organizationId, req.params.authorizationId, onlyFor, userId)
     return { body: { success: true } }
   },
 })
 
-export const oauthAuthorizationRoutes: readonly Route<RouteSchemas, Services>[] = [listAuthorizationsRoute, revokeAuthorizationRoute] as Route<RouteSchemas, Services>[]
+export const oauthAuthorizationRoutes: readonly Route<RouteSchemas, OAuthAuthorizationsContext>[] = [listAuthorizationsRoute, revokeAuthorizationRoute] as Route<RouteSchemas, OAuthAuthorizationsContext>[]

@@ -24,8 +24,11 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { clientNotFound } from '../oauth/client-store.js'
 import type { Services } from './route-context.js'
 
+/** What the OAuth client routes use of the node. */
+export type OAuthClientsContext = Pick<Services, 'db' | 'oauthClients'>
+
 /** The client, when the caller is a member (or, for `admin`, an admin) of its organization. */
-async function clientFor(svc: Services, userId: string, idOrClientId: string, admin: boolean): Promise<OAuthClient> {
+async function clientFor(svc: OAuthClientsContext, userId: string, idOrClientId: string, admin: boolean): Promise<OAuthClient> {
   const client = await svc.oauthClients.find(idOrClientId)
   const role = client === undefined ? undefined : await roleIn(svc.db.sql, userId, client.organization_id)
   if (client === undefined || role === undefined) throw clientNotFound()
@@ -47,7 +50,7 @@ export const createOAuthClientRoute = defineRoute({
   schemas: { body: CreateOAuthClientBody },
   responses: { 201: { description: 'The client, with its secret when confidential.', schema: CreatedOAuthClientSchema } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthClientsContext) => {
     const userId = userOf(req.principal)
     const organization = chooseOrganization(await membershipsOf(svc.db.sql, userId), req.body.organization_id)
     if (organization.role !== 'admin') throw new ServiceError('ORG_ADMIN_REQUIRED', 'only an admin of the organization may register OAuth clients')
@@ -67,7 +70,7 @@ export const listOAuthClientsRoute = defineRoute({
   schemas: { query: OAuthClientListQuery },
   responses: { 200: { description: 'The clients, oldest first.', schema: OAuthClientListSchema } },
   errors: ['organization_not_found', 'organization_required'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthClientsContext) => {
     const userId = userOf(req.principal)
     const organization = chooseOrganization(await membershipsOf(svc.db.sql, userId), req.query.organization_id ?? req.headers['x-organization-id'])
     return { body: { clients: await svc.oauthClients.list(organization.organizationId) } }
@@ -85,7 +88,7 @@ export const getOAuthClientRoute = defineRoute({
   schemas: { params: OAuthClientParams },
   responses: { 200: { description: 'The client.', schema: OAuthClientSchema } },
   errors: ['oauth_client_not_found'],
-  handler: async (req, svc: Services) => ({ body: await clientFor(svc, userOf(req.principal), req.params.clientId, false) }),
+  handler: async (req, svc: OAuthClientsContext) => ({ body: await clientFor(svc, userOf(req.principal), req.params.clientId, false) }),
 })
 
 export const updateOAuthClientRoute = defineRoute({
@@ -100,7 +103,7 @@ export const updateOAuthClientRoute = defineRoute({
   schemas: { params: OAuthClientParams, body: UpdateOAuthClientBody },
   responses: { 200: { description: 'The client as stored now.', schema: OAuthClientSchema } },
   errors: ['oauth_client_not_found', 'ORG_ADMIN_REQUIRED'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthClientsContext) => {
     const userId = userOf(req.principal)
     const client = await clientFor(svc, userId, req.params.clientId, true)
     return { body: await svc.oauthClients.update(client.id, req.body, userId) }
@@ -118,7 +121,7 @@ export const deleteOAuthClientRoute = defineRoute({
   schemas: { params: OAuthClientParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['oauth_client_not_found', 'ORG_ADMIN_REQUIRED'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthClientsContext) => {
     const userId = userOf(req.principal)
     const client = await clientFor(svc, userId, req.params.clientId, true)
     await svc.oauthClients.delete(client.id, userId)
@@ -126,10 +129,10 @@ export const deleteOAuthClientRoute = defineRoute({
   },
 })
 
-export const oauthClientRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const oauthClientRoutes: readonly Route<RouteSchemas, OAuthClientsContext>[] = [
   createOAuthClientRoute,
   listOAuthClientsRoute,
   getOAuthClientRoute,
   updateOAuthClientRoute,
   deleteOAuthClientRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, OAuthClientsContext>[]

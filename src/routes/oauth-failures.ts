@@ -9,7 +9,10 @@ import { addressGroup, rateLimited } from '../auth/failure-limiter.js'
 import type { RouteRequest } from '../http/route.js'
 import type { Services } from './route-context.js'
 
-export async function withinFailureBudget<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>, isGuess: (error: unknown) => boolean): Promise<T> {
+/** What the failure budget uses of the node: the per-address limiter of the OAuth server. */
+export type OAuthFailuresContext = Pick<Services, 'oauthServer'>
+
+export async function withinFailureBudget<T>(svc: OAuthFailuresContext, req: RouteRequest, attempt: () => Promise<T>, isGuess: (error: unknown) => boolean): Promise<T> {
   const from = addressGroup(req.remoteAddress)
   const wait = svc.oauthServer.failures.acquire(from)
   if (wait !== undefined) throw rateLimited('failed OAuth requests from this address', wait)

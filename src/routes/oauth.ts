@@ -14,8 +14,11 @@ import { userOf } from '../auth/principal.js'
 import { defineRoute, type Reply, type Route, type RouteRequest, type RouteSchemas } from '../http/route.js'
 import { consentPage, errorPage, pageSecurity } from '../oauth/pages.js'
 import type { Services } from './route-context.js'
-import { withinFailureBudget } from './oauth-failures.js'
+import { withinFailureBudget, type OAuthFailuresContext } from './oauth-failures.js'
 import { publicFile } from './public-files.js'
+
+/** What the OAuth endpoints use of the node. */
+export type OAuthContext = Pick<Services, 'oauthClients' | 'oauthRegistrations' | 'oauthServer'>
 
 const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
 /** Outcomes of a well-formed request that are not an attacker's guess (an agent polling on after its claim expired, too): never counted as failures. */
@@ -56,7 +59,7 @@ function basicRefusal(error: unknown, basic: boolean, requestId: string): Reply 
 }
 
 /** Runs `attempt` within the address's failure budget; success (and a pending poll) gives the count back. */
-function counted<T>(svc: Services, req: RouteRequest, attempt: () => Promise<T>): Promise<T> {
+function counted<T>(svc: OAuthFailuresContext, req: RouteRequest, attempt: () => Promise<T>): Promise<T> {
   return withinFailureBudget(svc, req, attempt, (error) => !(error instanceof ServiceError && notFailures.has(error.code)))
 }
 
@@ -79,7 +82,7 @@ export const registerClientRoute = defineRoute({
   schemas: { body: RegisterClientBody },
   responses: { 201: { description: 'The registration (RFC 7591 §3.2.1).', schema: RegisteredClientSchema } },
   errors: ['invalid_client_metadata', 'invalid_redirect_uri', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthContext) => {
     const from = addressGroup(req.remoteAddress)
     const wait = svc.oauthRegistrations.acquire(from)
     if (wait !== undefined) throw rateLimited('client registrations from this address', wait)
@@ -105,7 +108,7 @@ export const sessionHandoffRoute = defineRoute({
   schemas: { body: SessionHandoffBody },
   responses: { 200: { description: 'The handoff.', schema: HandoffSchema } },
   errors: ['invalid_client', 'invalid_request', 'invalid_scope', 'invalid_target', 'organization_not_found', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthContext) => {
     const body = await counted(svc, req, () => svc.oauthServer.authorization.createHandoff(userOf(req.principal), req.body, req.headers['x-organization-id']))
     return { body, headers: noStore }
   },
@@ -132,7 +135,7 @@ export const authorizeRoute = defineRoute({
     302: { description: 'Back to the application: `code`, `state`, `iss`, or `error`, `error_description`, `state`, `iss`.' },
   },
   errors: ['invalid_client', 'invalid_request', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthContext) => {
     try {
       // Only a request with a handoff can be a guess (of a handoff); the page itself is not counted.
       const outcome = req.query.handoff === undefined ? await svc.oauthServer.authorization.authorize(req.query) : await counted(svc, req, () => svc.oauthServer.authorization.authorize(req.query))
@@ -194,7 +197,7 @@ export const tokenRoute = defineRoute({
     'expired_token',
     'rate_limited',
   ],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthContext) => {
     const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
     try {
       return { body: await counted(svc, req, () => svc.oauthServer.tokens.grant(body)), headers: noStore }
@@ -220,7 +223,7 @@ export const revokeRoute = defineRoute({
   schemas: { body: RevokeBody },
   responses: { 200: { description: 'Revoked, or nothing to revoke.' } },
   errors: ['invalid_request', 'invalid_client', 'rate_limited'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OAuthContext) => {
     const { body, basic } = withBasicCredentials(req.body, req.headers['authorization'])
     try {
       await counted(svc, req, () => svc.oauthServer.tokens.revoke(body))
@@ -231,11 +234,11 @@ export const revokeRoute = defineRoute({
   },
 })
 
-export const oauthRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const oauthRoutes: readonly Route<RouteSchemas, OAuthContext>[] = [
   registerClientRoute,
   sessionHandoffRoute,
   authorizeRoute,
   consentScriptRoute,
   tokenRoute,
   revokeRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, OAuthContext>[]

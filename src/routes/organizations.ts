@@ -20,6 +20,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import type { Queryable } from '../storage/database.js'
 
+/** What the organization routes use of the node. */
+export type OrganizationsContext = Pick<Services, 'db'>
+
 /** The caller's role in the organization of the path; 404 when they are not in it (no existence leak). */
 async function requireRole(sql: Queryable, userId: string, organizationId: string, needed: Role): Promise<Role> {
   const role = await roleIn(sql, userId, organizationId)
@@ -37,7 +40,7 @@ export const createOrganizationRoute = defineRoute({
   auth: { kind: 'user' },
   schemas: { body: CreateOrganizationBody },
   responses: { 201: { description: 'Created.', schema: OrganizationSchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OrganizationsContext) => {
     const userId = userOf(req.principal)
     const org = await svc.db.sql.begin((tx) => createOrganization(tx, req.body.name, userId))
     return { status: 201, body: org }
@@ -53,7 +56,7 @@ export const listOrganizationsRoute = defineRoute({
   auth: { kind: 'user' },
   schemas: {},
   responses: { 200: { description: 'Organizations.', schema: OrganizationListSchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OrganizationsContext) => {
     const memberships = await membershipsOf(svc.db.sql, userOf(req.principal))
     return { body: { organizations: memberships.map((m) => ({ id: m.organizationId, name: m.name, role: m.role })) } }
   },
@@ -74,7 +77,7 @@ export const addMemberRoute = defineRoute({
   schemas: { params: OrganizationParams, body: AddMemberBody },
   responses: { 200: { description: 'The member.', schema: MemberSchema } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'user_exists', 'password_required', 'last_admin'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OrganizationsContext) => {
     const userId = userOf(req.principal)
     const member = await svc.db.sql.begin(async (tx) => {
       await requireRole(tx, userId, req.params.id, 'admin')
@@ -95,7 +98,7 @@ export const listMembersRoute = defineRoute({
   schemas: { params: OrganizationParams },
   responses: { 200: { description: 'Members.', schema: MemberListSchema } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OrganizationsContext) => {
     await requireRole(svc.db.sql, userOf(req.principal), req.params.id, 'admin')
     return { body: { members: await listMembers(svc.db.sql, req.params.id) } }
   },
@@ -112,7 +115,7 @@ export const removeMemberRoute = defineRoute({
   schemas: { params: MemberParams },
   responses: { 204: { description: 'Removed.' } },
   errors: ['organization_not_found', 'ORG_ADMIN_REQUIRED', 'member_not_found', 'last_admin'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: OrganizationsContext) => {
     const userId = userOf(req.principal)
     await svc.db.sql.begin(async (tx) => {
       await requireRole(tx, userId, req.params.id, 'admin')
@@ -122,7 +125,7 @@ export const removeMemberRoute = defineRoute({
   },
 })
 
-export const organizationRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const organizationRoutes: readonly Route<RouteSchemas, OrganizationsContext>[] = [
   createOrganizationRoute,
   listOrganizationsRoute,
   addMemberRoute,

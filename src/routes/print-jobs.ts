@@ -22,6 +22,9 @@ import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
 import { explainJobs } from '../queue/queue-view.js'
 import type { Services } from './route-context.js'
 
+/** What the print job routes use of the node. */
+export type PrintJobsContext = Pick<Services, 'clock' | 'db' | 'hostBindings' | 'jobs' | 'queue'>
+
 export const createPrintJobRoute = defineRoute({
   method: 'POST',
   path: '/v1/print-jobs/create',
@@ -36,7 +39,7 @@ export const createPrintJobRoute = defineRoute({
   schemas: { body: CreatePrintJobBody },
   responses: { 201: { description: 'The job, queued.', schema: PrintJobSchema }, 200: { description: 'The job an earlier request with the same Idempotency-Key created.', schema: PrintJobSchema } },
   errors: ['file_not_found', 'file_not_printable', 'make_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     const by = creatorOf(req.principal)
     const key = idempotencyKeyOf(req.headers)
@@ -60,7 +63,7 @@ export const listPrintJobsRoute = defineRoute({
   schemas: { body: PrintJobListBody },
   responses: { 200: { description: 'A page of jobs.', schema: PrintJobListSchema } },
   errors: ['printer_not_found', 'file_not_found', 'make_not_found', 'batch_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     const { sql } = svc.db
     await assertOwned(sql, organizationId, 'printer', [{ field: 'body.printer_id', id: req.body.printer_id }])
@@ -82,7 +85,7 @@ export const getPrintJobRoute = defineRoute({
   schemas: { params: PrintJobParams },
   responses: { 200: { description: 'The job.', schema: PrintJobSchema } },
   errors: ['print_job_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationOf(req.principal)
     const job = await svc.jobs.store.get(organizationId, Number(req.params.id))
     return { body: (await explainJobs(svc.db.sql, organizationId, [job], svc.queue.settings, svc.clock.now(), true))[0]! }
@@ -104,7 +107,7 @@ export const changePrintJobStatusRoute = defineRoute({
   schemas: { params: PrintJobParams, body: PrintJobStatusBody },
   responses: { 200: { description: 'The job as stored now.', schema: PrintJobSchema } },
   errors: ['print_job_not_found', 'job_transition_invalid', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     await svc.hostBindings.checkJob(req.principal, organizationId, Number(req.params.id))
     const change = await svc.jobs.store.changeStatus(organizationId, Number(req.params.id), req.body, new Date(svc.clock.now()))
@@ -124,7 +127,7 @@ export const deletePrintJobRoute = defineRoute({
   schemas: { params: PrintJobParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['print_job_not_found', 'job_in_progress', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationOf(req.principal)
     await svc.hostBindings.checkJob(req.principal, organizationId, Number(req.params.id))
     await svc.jobs.store.delete(organizationId, Number(req.params.id))
@@ -148,18 +151,18 @@ export const assignPrintJobRoute = defineRoute({
   schemas: { params: PrintJobParams, body: AssignPrintJobBody },
   responses: { 200: { description: 'The job (dispatching) and its task (offered).', schema: AssignmentSchema } },
   errors: ['print_job_not_found', 'printer_not_found', 'job_not_dispatchable', 'printer_not_eligible', 'file_not_printable', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintJobsContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     await svc.hostBindings.checkPrinter(req.principal, organizationId, req.body.printer_id)
     return { body: await svc.jobs.dispatcher.assign(organizationId, Number(req.params.id), req.body.printer_id, new Date(svc.clock.now())) }
   },
 })
 
-export const printJobRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const printJobRoutes: readonly Route<RouteSchemas, PrintJobsContext>[] = [
   createPrintJobRoute,
   listPrintJobsRoute,
   getPrintJobRoute,
   changePrintJobStatusRoute,
   deletePrintJobRoute,
   assignPrintJobRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, PrintJobsContext>[]

@@ -31,6 +31,9 @@ import { ServiceError } from '../../protocol/errors.js'
 import { maxProbeMs, probePort, probeTcp } from '../printers/reachability.js'
 import type { ConnectionFence } from '../../actors/printer-actor.js'
 
+/** What the printer configuration routes use of the node. */
+export type PrinterConfigContext = Pick<Services, 'clock' | 'db' | 'hostBindings' | 'jobs' | 'live' | 'logger' | 'printerConfig' | 'printers'>
+
 export const listPrinterConfigRoute = defineRoute({
   method: 'GET',
   path: '/v1/printer-config',
@@ -45,7 +48,7 @@ export const listPrinterConfigRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:read' },
   schemas: { query: PrinterConfigListQuery },
   responses: { 200: { description: 'Printers.', schema: PrinterConfigListSchema } },
-  handler: async (req, svc: Services) => ({
+  handler: async (req, svc: PrinterConfigContext) => ({
     body: { printers: await svc.printerConfig.list(organizationOf(req.principal), req.query, await credentialAccess(req.principal, svc)) },
   }),
 })
@@ -66,7 +69,7 @@ export const upsertPrinterConfigRoute = defineRoute({
   schemas: { body: UpsertPrinterConfigBody },
   responses: { 200: { description: '`updated` is false when the printer was created.', schema: UpsertResultSchema } },
   errors: ['printer_not_found', 'printer_assigned_elsewhere', 'serial_number_taken', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const organizationId = organizationOf(req.principal)
     const { id, updated } = await svc.printerConfig.upsert(organizationId, req.body, { fleet: holdsScope(req.principal, 'fleet:write'), binding: await svc.hostBindings.bindingOf(req.principal) })
     await configChanged(svc, organizationId, id)
@@ -84,7 +87,7 @@ export const getPrinterConfigRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The printer.', schema: PrinterConfigOneSchema } },
   errors: ['printer_not_found'],
-  handler: async (req, svc: Services) => ({
+  handler: async (req, svc: PrinterConfigContext) => ({
     body: { printer: await svc.printerConfig.get(organizationOf(req.principal), req.params.id, await credentialAccess(req.principal, svc)) },
   }),
 })
@@ -100,7 +103,7 @@ export const updatePrinterConfigRoute = defineRoute({
   schemas: { params: PrinterParams, body: UpdatePrinterConfigBody },
   responses: { 200: { description: 'Changed.', schema: SuccessSchema } },
   errors: ['printer_not_found', 'serial_number_taken', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const organizationId = organizationOf(req.principal)
     await svc.hostBindings.checkPrinter(req.principal, organizationId, req.params.id)
     await svc.printerConfig.update(organizationId, req.params.id, req.body, { fleet: holdsScope(req.principal, 'fleet:write') })
@@ -123,7 +126,7 @@ export const deletePrinterConfigRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['printer_not_found', 'printer_busy'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const organizationId = organizationOf(req.principal)
     await svc.printerConfig.delete(organizationId, req.params.id)
     await configChanged(svc, organizationId, req.params.id)
@@ -135,7 +138,7 @@ export const deletePrinterConfigRoute = defineRoute({
  * The store changed under a printer: its actor (on whichever node) rereads it before its next
  * message, and live dashboards see the change now rather than at the printer's next event.
  */
-export async function configChanged(svc: Services, organizationId: string, printerId: string): Promise<void> {
+export async function configChanged(svc: Pick<Services, 'live' | 'logger' | 'printers'>, organizationId: string, printerId: string): Promise<void> {
   await svc.printers.reload(printerId)
   await svc.live.printerConfigChanged(organizationId, printerId).catch((error: unknown) => svc.logger.warn('announcing a printer change failed', { printerId, error }))
 }
@@ -154,7 +157,7 @@ export const assignHostRoute = defineRoute({
   responses: { 200: { description: 'The new assignment.', schema: HostAssignmentSchema } },
   errors: ['printer_not_found'],
   // Through the printer's actor: the move is serialized with the events it fences.
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const moved = await svc.printers.assignHost(req.params.id, organizationOf(req.principal), req.body.hostId)
     // The old assignment's printer tasks are fenced now rather than at the next sweep tick (docs/print-jobs.md).
     await svc.jobs.dispatcher.sweep(new Date(svc.clock.now())).catch((error: unknown) => svc.logger.warn('printer task sweep after a host move failed; the next tick retries', { error: String(error) }))
@@ -177,7 +180,7 @@ export const connectionStatusRoute = defineRoute({
   schemas: { params: PrinterParams, body: ConnectionStatusBody },
   responses: { 200: { description: 'Recorded.', schema: SuccessSchema } },
   errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch', 'printer_not_assigned', 'assignment_epoch_stale', 'assignment_epoch_unknown', 'assignment_other_host'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const at = Date.parse(req.body.last_heartbeat)
     // RFC 3339 allows a leap second (…:60) that JavaScript dates cannot represent.
     if (Number.isNaN(at)) throw new ServiceError('validation_failed', 'body.last_heartbeat is not a time this service can represent (a leap second?)')
@@ -212,7 +215,7 @@ export const testConnectionRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The outcome.', schema: TestConnectionResultSchema } },
   errors: ['printer_not_found', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const printer = await svc.printerConfig.get(organizationOf(req.principal), req.params.id, { credentials: false })
     return { body: await probeTcp(printer.ip_address, probePort(printer), Math.min(printer.timeout, maxProbeMs), svc.clock) }
@@ -232,7 +235,7 @@ export const assignFilamentsRoute = defineRoute({
   schemas: { params: PrinterParams, body: FilamentAssignBody },
   responses: { 200: { description: "The printer's slots now.", schema: FilamentAssignResultSchema } },
   errors: ['printer_not_found', 'material_not_found', 'print_job_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const positions = new Set<number>()
     for (const [index, slot] of req.body.slots.entries()) {
       if (positions.has(slot.position)) throw new ServiceError('validation_failed', `body.slots[${index}].position repeats slot ${slot.position}`)
@@ -263,7 +266,7 @@ export const maintenanceRoute = defineRoute({
   schemas: { params: PrinterParams, body: MaintenanceBody },
   responses: { 200: { description: 'Set.', schema: MaintenanceResultSchema } },
   errors: ['printer_not_found', 'printer_busy', 'printer_owner_unavailable', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterConfigContext) => {
     const organizationId = organizationOf(req.principal)
     if (req.body.organizationId !== undefined && req.body.organizationId !== organizationId) {
       throw new ServiceError('validation_failed', "body.organizationId names another organization than the request's (x-organization-id or your only one)")
@@ -274,7 +277,7 @@ export const maintenanceRoute = defineRoute({
   },
 })
 
-export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const printerConfigRoutes: readonly Route<RouteSchemas, PrinterConfigContext>[] = [
   listPrinterConfigRoute,
   upsertPrinterConfigRoute,
   getPrinterConfigRoute,
@@ -291,7 +294,7 @@ export const printerConfigRoutes: readonly Route<RouteSchemas, Services>[] = [
  * The printers' own credentials go to admins and to keys with printers:write; a paired bridge key
  * gets those of its own host's printers only (src/auth/host-binding.ts).
  */
-async function credentialAccess(principal: Principal, svc: Services): Promise<{ credentials: boolean; onlyHost?: string | null }> {
+async function credentialAccess(principal: Principal, svc: Pick<PrinterConfigContext, 'hostBindings'>): Promise<{ credentials: boolean; onlyHost?: string | null }> {
   const credentials = holdsScope(principal, 'printers:write')
   if (!credentials) return { credentials }
   const binding = await svc.hostBindings.bindingOf(principal)

@@ -23,6 +23,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
 
+/** What the printer event routes use of the node. */
+export type PrinterEventsContext = Pick<Services, 'hostBindings' | 'printers'>
+
 const ingestErrors: ErrorCode[] = [
   'api_key_host_mismatch',
   'printer_not_found',
@@ -57,7 +60,7 @@ export const postPrinterEventRoute = defineRoute({
   schemas: { body: SinglePrinterEventSchema },
   responses: { 200: { description: 'Stored (or already stored).', schema: SingleEventResultSchema } },
   errors: ingestErrors,
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterEventsContext) => {
     const event = req.body
     const printerId = printerOfSingleEvent(event)
     if (printerId === undefined) throw new ServiceError('validation_failed', 'body.printerId is required (or data.printerId): it names the printer the event is about')
@@ -104,7 +107,7 @@ export const postPrinterEventBatchRoute = defineRoute({
   schemas: { body: PrinterEventBatchSchema },
   responses: { 200: { description: 'Stored; the counts.', schema: BatchResultSchema } },
   errors: ingestErrors,
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterEventsContext) => {
     const batch = req.body
     const problem = checkBatch(batch)
     if (problem !== undefined) throw new ServiceError('validation_failed', describeBatchProblem(problem))
@@ -119,4 +122,4 @@ export const postPrinterEventBatchRoute = defineRoute({
   },
 })
 
-export const printerEventRoutes: readonly Route<RouteSchemas, Services>[] = [postPrinterEventRoute, postPrinterEventBatchRoute]
+export const printerEventRoutes: readonly Route<RouteSchemas, PrinterEventsContext>[] = [postPrinterEventRoute, postPrinterEventBatchRoute]

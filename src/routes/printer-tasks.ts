@@ -24,6 +24,9 @@ import { answerReadyGate } from '../jobs/ready-gate.js'
 import { configChanged } from './printer-config.js'
 import type { Services } from './route-context.js'
 
+/** What the printer task routes use of the node. */
+export type PrinterTasksContext = Pick<Services, 'clock' | 'db' | 'hostBindings' | 'jobs' | 'live' | 'logger' | 'printers'>
+
 export const hostTasksRoute = defineRoute({
   method: 'GET',
   path: '/v1/hosts/{hostId}/printer-tasks',
@@ -37,7 +40,7 @@ export const hostTasksRoute = defineRoute({
   schemas: { params: HostTasksParams },
   responses: { 200: { description: 'The tasks, oldest first.', schema: HostTasksSchema } },
   errors: ['api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterTasksContext) => {
     await svc.hostBindings.check(req.principal, req.params.hostId)
     return { body: { tasks: await svc.jobs.dispatcher.hostTasks(organizationOf(req.principal), req.params.hostId) } }
   },
@@ -53,7 +56,7 @@ export const getTaskRoute = defineRoute({
   schemas: { params: TaskParams },
   responses: { 200: { description: 'The task.', schema: PrinterTaskSchema } },
   errors: ['printer_task_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.jobs.dispatcher.task(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: PrinterTasksContext) => ({ body: await svc.jobs.dispatcher.task(organizationOf(req.principal), req.params.id) }),
 })
 
 export const claimTaskRoute = defineRoute({
@@ -71,7 +74,7 @@ export const claimTaskRoute = defineRoute({
   schemas: { params: TaskParams, body: ClaimTaskBody },
   responses: { 200: { description: 'The claim.', schema: ClaimSchema } },
   errors: ['printer_task_not_found', 'task_not_claimable', 'assignment_other_host', 'assignment_epoch_stale', 'assignment_epoch_unknown', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterTasksContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     await svc.hostBindings.check(req.principal, req.body.hostId)
     return { body: await svc.jobs.dispatcher.claim(organizationId, req.params.id, req.body, new Date(svc.clock.now())) }
@@ -93,7 +96,7 @@ export const printerReadyRoute = defineRoute({
   schemas: { params: PrinterParams, body: PrinterReadyBody },
   responses: { 200: { description: 'The printer and the job as stored now.', schema: PrinterReadySchema } },
   errors: ['printer_not_found', 'print_job_not_found', 'job_not_awaiting_verification', 'operator_only'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterTasksContext) => {
     await svc.hostBindings.refuseBridgeKey(req.principal, "The ready gate's verdict")
     const organizationId = organizationFor(req.principal, req.body)
     // Named without a verdict, the job is not read; it must still be one of the organization's.
@@ -118,17 +121,17 @@ export const operatorDeviceStartRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The job and its task now.', schema: OperatorStartSchema } },
   errors: ['printer_not_found', 'no_task_to_start', 'job_already_started', 'job_transition_invalid', 'operator_only'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrinterTasksContext) => {
     await svc.hostBindings.refuseBridgeKey(req.principal, 'Confirming that a print started')
     const started = await svc.jobs.dispatcher.operatorStart(organizationOf(req.principal), req.params.id, new Date(svc.clock.now()))
     return { body: { success: true as const, ...started } }
   },
 })
 
-export const printerTaskRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const printerTaskRoutes: readonly Route<RouteSchemas, PrinterTasksContext>[] = [
   hostTasksRoute,
   getTaskRoute,
   claimTaskRoute,
   printerReadyRoute,
   operatorDeviceStartRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, PrinterTasksContext>[]

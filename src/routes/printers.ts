@@ -19,6 +19,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { printerStateOfView } from '../printers/read-model.js'
 import type { Services } from './route-context.js'
 
+/** What the printer read routes use of the node. */
+export type PrintersContext = Pick<Services, 'clock' | 'hostBindings' | 'logger' | 'printerReads' | 'printers'>
+
 export const listPrintersRoute = defineRoute({
   method: 'GET',
   path: '/v1/printers',
@@ -32,7 +35,7 @@ export const listPrintersRoute = defineRoute({
   auth: { kind: 'organization', scope: 'printers:read' },
   schemas: { query: PrinterListQuery },
   responses: { 200: { description: 'A page of printers.', schema: PrinterListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.printerReads.list(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: PrintersContext) => ({ body: await svc.printerReads.list(organizationOf(req.principal), req.query) }),
 })
 
 export const getPrinterRoute = defineRoute({
@@ -45,7 +48,7 @@ export const getPrinterRoute = defineRoute({
   schemas: { params: PrinterParams },
   responses: { 200: { description: 'The printer.', schema: PrinterOneSchema } },
   errors: ['printer_not_found'],
-  handler: async (req, svc: Services) => ({ body: { printer: await svc.printerReads.get(organizationOf(req.principal), req.params.id) } }),
+  handler: async (req, svc: PrintersContext) => ({ body: { printer: await svc.printerReads.get(organizationOf(req.principal), req.params.id) } }),
 })
 
 export const printerEventHistoryRoute = defineRoute({
@@ -62,7 +65,7 @@ export const printerEventHistoryRoute = defineRoute({
   schemas: { params: PrinterParams, query: EventHistoryQuery },
   responses: { 200: { description: 'A page of events.', schema: EventHistorySchema } },
   errors: ['printer_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.printerReads.history(organizationOf(req.principal), req.params.id, req.query) }),
+  handler: async (req, svc: PrintersContext) => ({ body: await svc.printerReads.history(organizationOf(req.principal), req.params.id, req.query) }),
 })
 
 export const acknowledgeErrorRoute = defineRoute({
@@ -80,7 +83,7 @@ export const acknowledgeErrorRoute = defineRoute({
   schemas: { params: PrinterParams, body: AcknowledgeErrorBody },
   responses: { 200: { description: 'Cleared (or nothing to clear); the printer now.', schema: AcknowledgeErrorResultSchema } },
   errors: ['printer_not_found', 'printer_owner_unavailable', 'api_key_host_mismatch'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: PrintersContext) => {
     await svc.hostBindings.checkPrinter(req.principal, organizationOf(req.principal), req.params.id)
     const { acknowledged, view } = await svc.printers.acknowledgeError(req.params.id, organizationOf(req.principal))
     if (acknowledged !== null) svc.logger.info('printer error acknowledged', { printerId: req.params.id, code: acknowledged.code, note: req.body.note })
@@ -95,4 +98,4 @@ export const acknowledgeErrorRoute = defineRoute({
 })
 
 
-export const printerRoutes: readonly Route<RouteSchemas, Services>[] = [listPrintersRoute, getPrinterRoute, printerEventHistoryRoute, acknowledgeErrorRoute]
+export const printerRoutes: readonly Route<RouteSchemas, PrintersContext>[] = [listPrintersRoute, getPrinterRoute, printerEventHistoryRoute, acknowledgeErrorRoute]

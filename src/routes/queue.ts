@@ -11,6 +11,9 @@ import { queueList } from '../queue/queue-view.js'
 import { reorder } from '../queue/reorder.js'
 import type { Services } from './route-context.js'
 
+/** What the queue routes use of the node. */
+export type QueueContext = Pick<Services, 'clock' | 'db' | 'queue'>
+
 export const getQueueRoute = defineRoute({
   method: 'GET',
   path: '/v1/queue',
@@ -27,7 +30,7 @@ export const getQueueRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print-jobs:read' },
   schemas: { query: QueueQuery },
   responses: { 200: { description: 'A page of the queue.', schema: QueueListSchema } },
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: QueueContext) => {
     const page = { limit: req.query.limit ?? 50, offset: req.query.offset ?? 0, reasonsLimit: req.query.reasons_limit ?? 100 }
     return { body: await queueList(svc.db.sql, organizationOf(req.principal), svc.queue.settings, svc.clock.now(), page) }
   },
@@ -47,7 +50,7 @@ export const reorderQueueRoute = defineRoute({
   schemas: { params: QueueReorderParams, body: QueueReorderBody },
   responses: { 200: { description: 'The job as stored now.', schema: PrintJobSchema } },
   errors: ['print_job_not_found', 'job_not_queued'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: QueueContext) => {
     const organizationId = organizationOf(req.principal)
     const job = await reorder(svc.db.sql, organizationId, Number(req.params.jobId), req.body, new Date(svc.clock.now()))
     svc.queue.wake(organizationId)
@@ -55,4 +58,4 @@ export const reorderQueueRoute = defineRoute({
   },
 })
 
-export const queueRoutes: readonly Route<RouteSchemas, Services>[] = [getQueueRoute, reorderQueueRoute]
+export const queueRoutes: readonly Route<RouteSchemas, QueueContext>[] = [getQueueRoute, reorderQueueRoute]

@@ -1,6 +1,10 @@
 /**
- * What route handlers are given: the node's long-lived parts. Grows as issues
- * add areas (accounts, actors, live feeds, MQTT).
+ * Everything a node gives its routes: its long-lived parts. Each route module
+ * takes a slice of it, its `XContext` type (a Pick of these fields, such as
+ * `MaterialsContext` in materials.ts), and types its handlers by that slice,
+ * so a handler sees only its area and the compiler refuses a reach beyond it
+ * (test/src/routes/route-context.test.ts keeps the whole object out of
+ * handlers). The dispatcher passes this one object, which satisfies every slice.
  */
 import type { Config } from '../node/config.js'
 import type { Logger } from '../observability/log.js'

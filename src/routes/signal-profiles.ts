@@ -24,6 +24,9 @@ import type { Services } from './route-context.js'
 import { organizationOf } from '../auth/principal.js'
 import { invalidRequestCode, mutate, read } from './display-access.js'
 
+/** What the signal profile routes use of the node. */
+export type SignalProfilesContext = Pick<Services, 'profiles'>
+
 const tags = ['signal profiles']
 
 /** Who published a revision: the person, or the API key acting for the organization. */
@@ -39,7 +42,7 @@ export const listProfilesRoute = defineRoute({
   invalidRequestCode,
   schemas: {},
   responses: { 200: { description: 'Summaries, oldest first.', schema: Type.Array(SignalProfileSummarySchema) } },
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.list(organizationOf(req.principal)) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.list(organizationOf(req.principal)) }),
 })
 
 export const createProfileRoute = defineRoute({
@@ -52,7 +55,7 @@ export const createProfileRoute = defineRoute({
   invalidRequestCode,
   schemas: { body: CreateProfileBody },
   responses: { 201: { description: 'The profile at draftRevision 1.', schema: SignalProfileDetailSchema } },
-  handler: async (req, svc: Services) => ({ status: 201, body: await svc.profiles.create(organizationOf(req.principal), req.body.name) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ status: 201, body: await svc.profiles.create(organizationOf(req.principal), req.body.name) }),
 })
 
 export const compileProfileRoute = defineRoute({
@@ -85,7 +88,7 @@ export const getProfileRoute = defineRoute({
   schemas: { params: IdParams },
   responses: { 200: { description: 'The profile.', schema: SignalProfileDetailSchema } },
   errors: ['signal_profile_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.get(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.get(organizationOf(req.principal), req.params.id) }),
 })
 
 export const patchProfileRoute = defineRoute({
@@ -100,7 +103,7 @@ export const patchProfileRoute = defineRoute({
   schemas: { params: IdParams, body: PatchProfileBody },
   responses: { 200: { description: 'The profile.', schema: SignalProfileDetailSchema } },
   errors: ['signal_profile_not_found', 'signal_profile_revision_conflict'],
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.patch(organizationOf(req.principal), req.params.id, req.body) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.patch(organizationOf(req.principal), req.params.id, req.body) }),
 })
 
 export const putDraftRoute = defineRoute({
@@ -114,7 +117,7 @@ export const putDraftRoute = defineRoute({
   schemas: { params: IdParams, body: PutDraftBody },
   responses: { 200: { description: 'The profile.', schema: SignalProfileDetailSchema } },
   errors: ['signal_profile_not_found', 'signal_profile_revision_conflict', 'signal_profile_archived'],
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.saveDraft(organizationOf(req.principal), req.params.id, req.body.draft, req.body.expectedRevision) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.saveDraft(organizationOf(req.principal), req.params.id, req.body.draft, req.body.expectedRevision) }),
 })
 
 export const publishProfileRoute = defineRoute({
@@ -129,7 +132,7 @@ export const publishProfileRoute = defineRoute({
   schemas: { params: IdParams, body: PublishBody },
   responses: { 200: { description: 'The revision.', schema: SignalProfileRevisionSchema } },
   errors: ['signal_profile_not_found', 'signal_profile_revision_conflict', 'signal_profile_archived'],
-  handler: async (req, svc: Services) => ({
+  handler: async (req, svc: SignalProfilesContext) => ({
     body: await svc.profiles.publish(organizationOf(req.principal), req.params.id, req.body.expectedRevision, publisherOf(req.principal)),
   }),
 })
@@ -145,7 +148,7 @@ export const listRevisionsRoute = defineRoute({
   schemas: { params: IdParams },
   responses: { 200: { description: 'Revisions.', schema: Type.Array(SignalProfileRevisionSchema) } },
   errors: ['signal_profile_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.revisions(organizationOf(req.principal), req.params.id) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.revisions(organizationOf(req.principal), req.params.id) }),
 })
 
 export const getRevisionRoute = defineRoute({
@@ -159,10 +162,10 @@ export const getRevisionRoute = defineRoute({
   schemas: { params: RevisionParams },
   responses: { 200: { description: 'The revision.', schema: SignalProfileRevisionSchema } },
   errors: ['signal_profile_revision_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.profiles.revision(organizationOf(req.principal), req.params.revisionId) }),
+  handler: async (req, svc: SignalProfilesContext) => ({ body: await svc.profiles.revision(organizationOf(req.principal), req.params.revisionId) }),
 })
 
-export const signalProfileRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const signalProfileRoutes: readonly Route<RouteSchemas, SignalProfilesContext>[] = [
   listProfilesRoute,
   createProfileRoute,
   compileProfileRoute,

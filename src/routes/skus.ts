@@ -26,6 +26,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import { creatorOf, idempotencyKeyOf } from '../jobs/job-store.js'
 import type { Services } from './route-context.js'
 
+/** What the SKU routes use of the node. */
+export type SkusContext = Pick<Services, 'queue' | 'skus'>
+
 export const createSkuRoute = defineRoute({
   method: 'POST',
   path: '/v1/skus',
@@ -39,7 +42,7 @@ export const createSkuRoute = defineRoute({
   schemas: { body: CreateSkuBody },
   responses: { 201: { description: 'The SKU.', schema: SkuSchema } },
   errors: ['make_not_found', 'sku_exists'],
-  handler: async (req, svc: Services) => ({ status: 201, body: await svc.skus.create(organizationFor(req.principal, req.body), req.body) }),
+  handler: async (req, svc: SkusContext) => ({ status: 201, body: await svc.skus.create(organizationFor(req.principal, req.body), req.body) }),
 })
 
 export const listSkusRoute = defineRoute({
@@ -51,7 +54,7 @@ export const listSkusRoute = defineRoute({
   auth: { kind: 'organization', scope: 'makes:read' },
   schemas: { query: SkuListQuery },
   responses: { 200: { description: 'A page of SKUs.', schema: SkuListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.skus.list(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: SkusContext) => ({ body: await svc.skus.list(organizationOf(req.principal), req.query) }),
 })
 
 export const getSkuRoute = defineRoute({
@@ -64,7 +67,7 @@ export const getSkuRoute = defineRoute({
   schemas: { params: SkuParams },
   responses: { 200: { description: 'The SKU.', schema: SkuSchema } },
   errors: ['sku_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.skus.get(organizationOf(req.principal), req.params.sku) }),
+  handler: async (req, svc: SkusContext) => ({ body: await svc.skus.get(organizationOf(req.principal), req.params.sku) }),
 })
 
 export const updateSkuRoute = defineRoute({
@@ -78,7 +81,7 @@ export const updateSkuRoute = defineRoute({
   schemas: { params: SkuParams, body: UpdateSkuBody },
   responses: { 200: { description: 'The SKU as stored now.', schema: SkuSchema } },
   errors: ['sku_not_found', 'make_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.skus.update(organizationFor(req.principal, req.body), req.params.sku, req.body) }),
+  handler: async (req, svc: SkusContext) => ({ body: await svc.skus.update(organizationFor(req.principal, req.body), req.params.sku, req.body) }),
 })
 
 export const deleteSkuRoute = defineRoute({
@@ -91,7 +94,7 @@ export const deleteSkuRoute = defineRoute({
   schemas: { params: SkuParams },
   responses: { 200: { description: 'Deleted.', schema: SuccessSchema } },
   errors: ['sku_not_found'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: SkusContext) => {
     await svc.skus.delete(organizationOf(req.principal), req.params.sku)
     return { body: { success: true } }
   },
@@ -115,7 +118,7 @@ export const orderSkuRoute = defineRoute({
     200: { description: 'The batch an earlier request with the same Idempotency-Key created.', schema: OrderSchema },
   },
   errors: ['sku_not_found', 'file_not_printable', 'order_too_large'],
-  handler: async (req, svc: Services) => {
+  handler: async (req, svc: SkusContext) => {
     const organizationId = organizationFor(req.principal, req.body)
     const by = creatorOf(req.principal)
     const key = idempotencyKeyOf(req.headers)
@@ -134,7 +137,7 @@ export const listBatchesRoute = defineRoute({
   auth: { kind: 'organization', scope: 'print-jobs:read' },
   schemas: { query: BatchListQuery },
   responses: { 200: { description: 'A page of batches.', schema: BatchListSchema } },
-  handler: async (req, svc: Services) => ({ body: await svc.skus.batches(organizationOf(req.principal), req.query) }),
+  handler: async (req, svc: SkusContext) => ({ body: await svc.skus.batches(organizationOf(req.principal), req.query) }),
 })
 
 export const getBatchRoute = defineRoute({
@@ -148,10 +151,10 @@ export const getBatchRoute = defineRoute({
   schemas: { params: BatchParams },
   responses: { 200: { description: 'The batch.', schema: BatchSchema } },
   errors: ['batch_not_found'],
-  handler: async (req, svc: Services) => ({ body: await svc.skus.batch(organizationOf(req.principal), req.params.batchId) }),
+  handler: async (req, svc: SkusContext) => ({ body: await svc.skus.batch(organizationOf(req.principal), req.params.batchId) }),
 })
 
-export const skuRoutes: readonly Route<RouteSchemas, Services>[] = [
+export const skuRoutes: readonly Route<RouteSchemas, SkusContext>[] = [
   createSkuRoute,
   listSkusRoute,
   getSkuRoute,
@@ -160,4 +163,4 @@ export const skuRoutes: readonly Route<RouteSchemas, Services>[] = [
   orderSkuRoute,
   listBatchesRoute,
   getBatchRoute,
-] as Route<RouteSchemas, Services>[]
+] as Route<RouteSchemas, SkusContext>[]

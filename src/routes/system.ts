@@ -10,6 +10,9 @@ import { defineRoute, type Route, type RouteSchemas } from '../http/route.js'
 import type { Services } from './route-context.js'
 import { serviceVersion } from '../node/version.js'
 
+/** What the system routes (health, readiness, metrics, OpenAPI) use of the node. */
+export type SystemContext = Pick<Services, 'clock' | 'db' | 'fleetGauges' | 'logger' | 'metrics' | 'mqtt' | 'openApiJson' | 'shards' | 'startedAt' | 'state'>
+
 const probe = { kind: 'public', reason: 'probe for load balancers and orchestrators; reveals no farm data' } as const
 
 /** A store that does not answer within this is "not ready" rather than a hung probe. */
@@ -24,7 +27,7 @@ export const healthRoute = defineRoute({
   auth: probe,
   schemas: {},
   responses: { 200: { description: 'The process is alive.', schema: HealthSchema } },
-  handler: (_req, svc: Services) => ({ raw: healthText(Math.round((svc.clock.now() - svc.startedAt) / 1000)), contentType: jsonContentType }),
+  handler: (_req, svc: SystemContext) => ({ raw: healthText(Math.round((svc.clock.now() - svc.startedAt) / 1000)), contentType: jsonContentType }),
 })
 
 /**
@@ -56,7 +59,7 @@ export const readinessRoute = defineRoute({
     200: { description: 'Ready for traffic.', schema: ReadinessSchema },
     503: { description: 'Not ready; `checks` says which part failed.', schema: ReadinessSchema },
   },
-  handler: async (_req, svc: Services) => {
+  handler: async (_req, svc: SystemContext) => {
     const store: Readiness['checks']['store'] = { ok: false, kind: svc.db.kind }
     try {
       store.latencyMs = Math.round((await svc.db.ping(readinessPingTimeoutMs)) * 100) / 100
@@ -88,7 +91,7 @@ export const metricsRoute = defineRoute({
   auth: { kind: 'public', reason: 'scraped by Prometheus on the farm network; counts and latencies only' },
   schemas: {},
   responses: { 200: { description: 'Metrics.', schema: Type.String(), contentType: 'text/plain; version=0.0.4' } },
-  handler: async (_req, svc: Services) => {
+  handler: async (_req, svc: SystemContext) => {
     await svc.fleetGauges.refresh()
     return { raw: svc.metrics.render(), contentType: 'text/plain; version=0.0.4; charset=utf-8' }
   },
@@ -103,7 +106,7 @@ export const openApiRoute = defineRoute({
   auth: { kind: 'public', reason: 'machine-readable description of this interface; reveals no farm data' },
   schemas: {},
   responses: { 200: { description: 'The OpenAPI document.', schema: Type.Object({}, { additionalProperties: true }) } },
-  handler: (_req, svc: Services) => ({ raw: svc.openApiJson(), contentType: 'application/json; charset=utf-8' }),
+  handler: (_req, svc: SystemContext) => ({ raw: svc.openApiJson(), contentType: 'application/json; charset=utf-8' }),
 })
 
-export const systemRoutes: readonly Route<RouteSchemas, Services>[] = [healthRoute, readinessRoute, metricsRoute, openApiRoute]
+export const systemRoutes: readonly Route<RouteSchemas, SystemContext>[] = [healthRoute, readinessRoute, metricsRoute, openApiRoute]
