@@ -88,7 +88,7 @@ for (const layer of layers) {
 t.test('architecture - the rule itself catches a wrong-way import', async (t) => {
   t.equal(layerOf(join(root, 'protocol', 'x.ts'), '../src/node/service.js'), 'src')
   t.notOk(mayImport.protocol.includes('src'))
-  t.ok(importsOf(join(root, 'src', 'node', 'service.ts')).includes('../routes/system.js'), 'the import reader finds a known import')
+  t.ok(importsOf(join(root, 'src', 'node', 'routes.ts')).includes('../routes/system.js'), 'the import reader finds a known import')
 })
 
 /**

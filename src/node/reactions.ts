@@ -1,9 +1,10 @@
 /**
  * How the areas of a node follow each other: every subscription from one area to another, listed
  * here and nowhere else, so the node's data flow reads as a list (docs/development.md, "Layout").
- * Each entry says when it fires and what follows; `connect` makes the subscription. The node
- * connects the core's list as its parts start, the live feed's once the feed exists, and the
- * relay's when Redis joins the nodes.
+ * Each entry says when it fires and what follows; `connect` makes the subscription. Each list is
+ * connected as soon as the parts it joins are up (`nodeReactions`, src/startup/parts.ts): the
+ * core's once the queue exists and before its passes and the job sweeps start, the live feed's once
+ * the feed exists, and the relay's when Redis joins the nodes.
  */
 import type { DisplayNode } from '../displays/index.js'
 import type { JobNode } from '../jobs/index.js'
@@ -12,6 +13,8 @@ import type { LiveChange } from '../live/hub.js'
 import type { RedisRelay } from '../live/redis-relay.js'
 import type { PrinterNode } from '../printers/runtime.js'
 import type { QueueNode } from '../queue/index.js'
+import { defineReactions, type AnyReactions } from '../startup/parts.js'
+import type { NodeParts } from './parts.js'
 
 export interface Reaction {
   readonly when: string
@@ -65,6 +68,16 @@ export function relayReactions(relay: RedisRelay, feed: LiveFeed, queue: QueueNo
 export function connect(reactions: readonly Reaction[]): void {
   for (const reaction of reactions) reaction.connect()
 }
+
+const joining = defineReactions<NodeParts>()
+
+/** The lists above, each with the parts it joins. */
+export const nodeReactions: readonly AnyReactions<NodeParts>[] = [
+  joining({ joins: ['printers', 'jobs', 'queue'], connect: ({ printers, jobs, queue }) => connect(coreReactions(printers, jobs, queue)) }),
+  joining({ joins: ['live', 'queue', 'displays'], connect: ({ live, queue, displays }) => connect(liveReactions(live, queue, displays)) }),
+  // Without Redis there is no relay, and a list joining an absent part is not connected.
+  joining({ joins: ['relay', 'live', 'queue', 'displays'], connect: ({ relay, live, queue, displays }) => connect(relayReactions(relay!, live, queue, displays)) }),
+]
 
 /**
  * A change without events (configuration, presence) may be one the queue reads but the live view

@@ -8,15 +8,15 @@ import { performance } from 'node:perf_hooks'
 import type { Logger } from '../observability/log.js'
 
 export class StartedParts {
-  readonly #parts: { name: string; close: () => unknown }[] = []
+  readonly #parts: { name: string; close: (() => unknown) | undefined }[] = []
   readonly #logger: Logger
 
   constructor(logger: Logger) {
     this.#logger = logger
   }
 
-  /** `name` is up (called once it is): it is stopped with `close`. */
-  add(name: string, close: () => unknown): void {
+  /** `name` is up (called once it is): it is stopped with `close` (nothing to do without one). */
+  add(name: string, close?: () => unknown): void {
     this.#parts.push({ name, close })
     this.#logger.debug('part started', { part: name })
   }
@@ -31,7 +31,7 @@ export class StartedParts {
     for (const { name, close } of this.#parts.splice(0).reverse()) {
       const began = performance.now()
       await Promise.resolve()
-        .then(close)
+        .then(() => close?.())
         .then(
           () => this.#logger.debug('part stopped', { part: name, ms: Math.round(performance.now() - began) }),
           (error: unknown) => this.#logger.warn('stopping a part of the node failed', { part: name, error }),
