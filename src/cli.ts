@@ -6,7 +6,7 @@
  */
 import { ConfigError, loadConfig } from './node/config.js'
 import { StartupProblem } from './startup/problems.js'
-import { createLogger } from './observability/log.js'
+import { createLogger, type Logger } from './observability/log.js'
 import { allRoutes, startService } from './node/service.js'
 import { renderRouteTable } from './http/route-table.js'
 import { openDatabase } from './storage/database.js'
@@ -92,6 +92,9 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0
   }
 
+  // Listened for before the start: a SIGTERM while the node starts (a deploy that changes its mind)
+  // would otherwise end the process halfway, with parts up and nothing stopped.
+  const stop = stopRequested(logger)
   let service
   try {
     service = await startService(config, { logger })
@@ -112,26 +115,39 @@ async function main(argv: readonly string[]): Promise<number> {
     mqtt: service.services.mqtt.broker ? `mqtt://${config.host}:${service.services.mqtt.broker.port} (embedded)` : 'external (MQTT_URL)',
     version: serviceVersion,
   })
-  return new Promise<number>((resolve) => {
-    let signalled = false
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (signalled) {
-        logger.warn('second signal: exiting without draining', { signal })
-        process.exit(130)
-      }
-      signalled = true
-      logger.info('signal received; draining', { signal })
-      service.stop().then(
-        () => resolve(0),
-        (error: unknown) => {
-          logger.error('shutdown failed', { error })
-          resolve(1)
-        },
-      )
+  stop.up()
+  await stop.requested
+  try {
+    await service.stop()
+    return 0
+  } catch (error) {
+    logger.error('shutdown failed', { error })
+    return 1
+  }
+}
+
+/**
+ * SIGTERM or SIGINT asks the node to stop: at once when it is up, as soon as it is up when it is
+ * still starting (a start cannot be undone halfway from outside it). A second signal exits without
+ * draining.
+ */
+function stopRequested(logger: Logger): { requested: Promise<NodeJS.Signals>; up(): void } {
+  let isUp = false
+  let signalled = false
+  let resolve!: (signal: NodeJS.Signals) => void
+  const requested = new Promise<NodeJS.Signals>((r) => (resolve = r))
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signalled) {
+      logger.warn('second signal: exiting without draining', { signal })
+      process.exit(130)
     }
-    process.on('SIGTERM', onSignal)
-    process.on('SIGINT', onSignal)
-  })
+    signalled = true
+    logger.info(isUp ? 'signal received; draining' : 'signal received while starting; stopping as soon as the start ends', { signal })
+    resolve(signal)
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
+  return { requested, up: () => (isUp = true) }
 }
 
 main(process.argv.slice(2)).then(

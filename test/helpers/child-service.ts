@@ -98,6 +98,8 @@ export interface StartChildOptions {
   readyTimeoutMs?: number
   /** Listen on this port (a restarted service at the same address); a free one otherwise. */
   port?: number
+  /** false: answer as soon as the process is spawned, for a test of what happens during the start. */
+  waitReady?: boolean
 }
 
 export async function startChildService(t: TestContext, options: StartChildOptions): Promise<ChildService> {
@@ -148,7 +150,7 @@ export async function startChildService(t: TestContext, options: StartChildOptio
 
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + (options.readyTimeoutMs ?? 90_000)
-  for (;;) {
+  while (options.waitReady !== false) {
     if (gone) throw new Error(`the service exited before it was ready (${JSON.stringify(await exited)}); its output:\n${out}`)
     const status = await request(url, '/readyz').then(
       (res) => res.status,

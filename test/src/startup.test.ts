@@ -12,8 +12,9 @@ import { startService } from '../../src/node/service.js'
 import { PortInUse, startHttpServer } from '../../src/http/server.js'
 import { MetricsRegistry } from '../../src/observability/metrics.js'
 import { request, signIn } from '../helpers/http.js'
-import { freePort, runCli } from '../helpers/child-service.js'
-import { captureLogger, startTestService, testAdmin, testEnv, usingRealPostgres } from '../helpers/service.js'
+import { childServiceEnv, freePort, runCli, startChildService } from '../helpers/child-service.js'
+import { captureLogger, startTestService, tempDir, tempSchema, testAdmin, testEnv, usingRealPostgres } from '../helpers/service.js'
+import { waitFor } from '../helpers/poll.js'
 import { systemClock } from '../../actors/clock.js'
 
 /** A plain TCP listener standing in for another program on a port (Mosquitto on 1883, say). */
@@ -148,4 +149,23 @@ t.test('start - an external broker without display credential management is said
   const warning = logs.find((line) => line['level'] === 'warn' && /status displays are off/.test(String(line['msg'])))
   t.ok(warning, 'the operator reads why display registration will answer 503')
   t.match(String(warning?.['msg']), /MQTT_DISPLAY_CREDENTIALS/)
+})
+
+t.test('start - SIGTERM while the node is still starting stops it gracefully once it is up: every part started is stopped, exit 0', async (t) => {
+  const env = { ...childServiceEnv(tempDir(t), usingRealPostgres() ? tempSchema(t) : undefined), LOG_LEVEL: 'debug' }
+  const child = await startChildService(t, { env, waitReady: false })
+  // The store is up and the rest still to come: the start is under way.
+  await waitFor(() => /"msg":"part started","part":"store"/.test(child.output()), 'the store part to start', 60_000)
+  child.child.kill('SIGTERM')
+  const exit = await child.exited
+  t.same(exit, { code: 0, signal: null }, `exited by itself, not by the signal; its output:\n${child.output().slice(-2_000)}`)
+  const lines = child.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
+  const started = lines.filter((l) => l['msg'] === 'part started').map((l) => l['part'])
+  const stopped = lines.filter((l) => l['msg'] === 'part stopped').map((l) => l['part'])
+  t.same(stopped, [...started].reverse(), 'every part it started was stopped, newest first')
+  t.ok(lines.some((l) => l['msg'] === 'stopped'), 'the stop said it finished')
+  // The next start on the same store finds it whole.
+  const again = await startChildService(t, { env: { ...env, LOG_LEVEL: 'warn' } })
+  t.equal((await request(again.url, '/readyz')).status, 200)
+  t.same(await again.stop(), { code: 0, signal: null })
 })
