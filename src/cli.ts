@@ -15,6 +15,7 @@ import { migrations } from './storage/migrations/index.js'
 import { serviceVersion } from './node/version.js'
 import { runDisplaySim } from './simulators/display-sim-cli.js'
 import { runBridgeSim } from './simulators/bridge-sim-cli.js'
+import { runBridge } from './bridge/cli.js'
 import { runMosquittoSetup } from './mqtt/setup-cli.js'
 import { runAdminCommand } from './auth/admin-cli.js'
 import { systemClock } from '../actors/clock.js'
@@ -28,6 +29,8 @@ commands:
   migrate    apply pending database migrations and exit
   admin reset-password EMAIL  set and print a new password for an account (the way back in); see README
   routes     print every route with who may call it and the API key scope it needs
+  bridge pair --url URL  pair this machine's bridge with the service (a code an admin confirms; see docs/bridge.md)
+  bridge status  what this machine's bridge is paired with
   display-sim  run a simulated status display against a broker (see docs/displays.md)
   bridge-sim   run the reference bridge for one host against a running service (see docs/print-jobs.md)
   mosquitto-setup  create the service's MQTT user and role on Mosquitto's dynamic-security plugin (see docs/displays.md)
@@ -49,6 +52,7 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(renderRouteTable(allRoutes()) + '\n')
     return 0
   }
+  if (command === 'bridge') return runBridge(argv.slice(1))
   if (command === 'display-sim') return runDisplaySim(argv.slice(1))
   if (command === 'bridge-sim') return runBridgeSim(argv.slice(1))
   if (command === 'mosquitto-setup') return runMosquittoSetup(argv.slice(1))

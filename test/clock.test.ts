@@ -24,8 +24,8 @@ const choosesTheSystemClock = new Set([
   'src/cli.ts',
   'src/auth/admin-cli.ts',
   'src/mqtt/setup-cli.ts',
-  // The simulators' process: its streams, signals and clock (a test passes its own).
-  'src/simulators/sim-io.ts',
+  // A long-running command's process (the bridge, the simulators): its streams, signals and clock (a test passes its own).
+  'src/commands/command-io.ts',
 ])
 
 function sources(dir: string): string[] {

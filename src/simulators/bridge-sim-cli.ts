@@ -6,7 +6,7 @@
  * without printers:read), 2 on bad arguments.
  */
 import { parseArgs } from 'node:util'
-import { processIo, type SimIo } from './sim-io.js'
+import { processIo, type CommandIo } from '../commands/command-io.js'
 import { BridgeSimulator, Refused } from './bridge-sim.js'
 
 export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:port --key <api key> --host <hostId>
@@ -14,8 +14,8 @@ export const bridgeSimUsage = `usage: printfarm bridge-sim --url http://host:por
 The key needs printers:read, printers:write, files:read and print:launch (a paired bridge's key has them).
 `
 
-/** Where the command writes and what stops it (src/simulators/sim-io.ts). */
-export type BridgeSimIo = SimIo
+/** Where the command writes and what stops it (src/commands/command-io.ts). */
+export type BridgeSimIo = CommandIo
 
 export async function runBridgeSim(argv: readonly string[], io: BridgeSimIo = processIo): Promise<number> {
   let values

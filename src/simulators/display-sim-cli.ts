@@ -7,15 +7,15 @@
  * on bad arguments.
  */
 import { parseArgs } from 'node:util'
-import { processIo, type SimIo } from './sim-io.js'
+import { processIo, type CommandIo } from '../commands/command-io.js'
 import { BrokerRefusedLogin, deviceReconnect, DisplaySimulator, FileFenceStore, MemoryFenceStore, type ConnectionEvent } from './display-sim.js'
 
 export const displaySimUsage = `usage: printfarm display-sim --url mqtt://host:port --organization <id> --display <id> --epoch <n>
                             --credential <credentialId> --username <name> --password <secret> [--fence <file>] [--no-capability]
 `
 
-/** Where the command writes and what stops it (src/simulators/sim-io.ts). */
-export type DisplaySimIo = SimIo
+/** Where the command writes and what stops it (src/commands/command-io.ts). */
+export type DisplaySimIo = CommandIo
 
 const brokerProtocols = ['mqtt:', 'mqtts:', 'tcp:', 'ssl:', 'ws:', 'wss:']
 

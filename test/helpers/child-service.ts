@@ -209,3 +209,25 @@ export function runCli(args: readonly string[], env: Record<string, string | und
     })
   })
 }
+
+export interface SpawnedCli {
+  stdout(): string
+  stderr(): string
+  /** null while it runs. */
+  exitCode(): number | null
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Starts `printfarm <args>` and answers at once, for a test that talks to the command while it runs; SIGKILLed at teardown if still running. */
+export function spawnCli(t: TestContext, args: readonly string[], env: Record<string, string | undefined>): SpawnedCli {
+  const child = spawn(process.execPath, [...typeScriptExecArgv(), cliPath, ...args], { cwd: repoRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')))
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+  return { stdout: () => stdout, stderr: () => stderr, exitCode: () => child.exitCode, exited }
+}
