@@ -22,5 +22,5 @@ t.test('npm start - package.json starts the built service through the build chec
   const { createRequire } = await import('node:module')
   const pkg = createRequire(import.meta.url)('../../package.json') as { scripts: Record<string, string> }
   t.equal(pkg.scripts['start'], 'node scripts/ensure-build.mjs && node --max-semi-space-size=64 dist/src/cli.js serve')
-  t.equal(pkg.scripts['prepare'], 'node scripts/ensure-build.mjs --if-possible', 'npm install / npm ci build once')
+  t.equal(pkg.scripts['prepare'], 'node scripts/ensure-build.mjs --if-possible && node scripts/prepare-tests.mjs', 'npm install / npm ci build once, and build tap with its configured plugins')
 })
