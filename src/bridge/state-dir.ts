@@ -42,7 +42,7 @@ export class BridgeStateDir {
 
   /** The paired key, or undefined before the first pairing. Throws naming the file when it is unreadable or not a key. */
   key(): StoredKey | undefined {
-    const text = this.#read('key.json')
+    const text = this.read('key.json')
     if (text === undefined) return undefined
     let parsed: unknown
     try {
@@ -57,7 +57,7 @@ export class BridgeStateDir {
 
   saveKey(key: StoredKey): void {
     this.ensure()
-    this.#write('key.json', `${JSON.stringify(key, null, 2)}\n`, 0o600)
+    this.write('key.json', `${JSON.stringify(key, null, 2)}\n`, 0o600)
   }
 
   /**
@@ -67,15 +67,16 @@ export class BridgeStateDir {
    */
   hostId(configured?: string): string {
     if (configured !== undefined) return configured
-    const kept = this.#read('host-id')?.trim()
+    const kept = this.read('host-id')?.trim()
     if (kept !== undefined && kept !== '') return kept
     const made = `${hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'bridge'}-${randomBytes(3).toString('hex')}`
     this.ensure()
-    this.#write('host-id', `${made}\n`, 0o600)
+    this.write('host-id', `${made}\n`, 0o600)
     return made
   }
 
-  #read(name: string): string | undefined {
+  /** A file of the folder, or undefined when it does not exist. */
+  read(name: string): string | undefined {
     try {
       return readFileSync(join(this.path, name), 'utf8')
     } catch (error) {
@@ -84,7 +85,8 @@ export class BridgeStateDir {
     }
   }
 
-  #write(name: string, text: string, mode: number): void {
+  /** Replaces a file of the folder as a whole (temporary name, flush, rename, folder flushed). */
+  write(name: string, text: string, mode = 0o600): void {
     const target = join(this.path, name)
     const temporary = `${target}.${randomBytes(4).toString('hex')}.tmp`
     const fd = openSync(temporary, 'wx', mode)
