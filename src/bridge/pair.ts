@@ -21,7 +21,13 @@ export interface PairOptions {
 /** Exit codes: 0 paired, 1 not paired (the message says why). */
 export async function pair(o: PairOptions): Promise<number> {
   const { client, state, io } = o
-  const before = state.key()
+  // A damaged key file is what pairing again mends: it is replaced, not a reason to refuse.
+  let before: { id: string } | undefined
+  try {
+    before = state.key()
+  } catch {
+    before = { id: 'unreadable' }
+  }
   let created
   try {
     created = await client.json('POST', '/v1/auth-codes', AuthCodeCreatedSchema, {})

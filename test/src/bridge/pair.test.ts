@@ -4,7 +4,7 @@
  * pairing cannot finish said in words.
  */
 import t from 'tap'
-import { readFileSync, statSync } from 'node:fs'
+import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runBridge } from '../../../src/bridge/cli.js'
 import { systemClock } from '../../../actors/clock.js'
@@ -126,4 +126,20 @@ t.test('bridge pair - as a process: it keeps running while it waits for the admi
   t.equal(verified.status, 200, verified.text)
   t.same(await child.exited, { code: 0, signal: null }, child.stderr())
   t.match(child.stdout(), /paired: key /)
+})
+
+t.test('bridge pair - a damaged key file does not stop pairing again: the new key replaces it', async (t) => {
+  const stateDir = tempDir(t)
+  writeFileSync(join(stateDir, 'key.json'), '{"key": "half')
+  const broken = commandIo()
+  t.equal(await runBridge(['status', '--state-dir', stateDir], broken.io, {}), 1)
+  t.match(broken.err(), /key\.json is not JSON: pair again \(printfarm bridge pair\)/)
+  const run = commandIo()
+  const exited = runBridge(['pair', '--url', svc.url, '--state-dir', stateDir], run.io, {})
+  await waitFor(() => codeIn(run.out()) !== undefined, 'the code to be shown', 10_000)
+  t.match(run.err(), /the new key replaces it/)
+  await request(svc.url, '/v1/auth-codes/verify', { method: 'POST', headers: admin.auth, body: { code: codeIn(run.out())! } })
+  t.equal(await exited, 0, run.err())
+  const status = commandIo()
+  t.equal(await runBridge(['status', '--state-dir', stateDir], status.io, {}), 0, status.err())
 })
